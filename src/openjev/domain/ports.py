@@ -1,0 +1,85 @@
+"""The two ports the domain needs: a scoring backend and a prompt codec.
+
+Adapters (SGLang over HTTP, embedded llama.cpp, fake) implement them; the evaluation use case and
+the prompt plan depend only on these protocols.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import msgspec
+
+
+class ChatMessage(msgspec.Struct, frozen=True):
+    """One text message as the chat template sees it."""
+
+    role: str
+    content: str
+
+
+class CallUsage(msgspec.Struct, frozen=True):
+    """What the backend reported for one single-token call.
+
+    `cached_tokens` is None when the backend does not report cache hits (never a made-up 0).
+    """
+
+    prompt_tokens: int
+    cached_tokens: int | None
+
+
+class LabelScores(msgspec.Struct, frozen=True):
+    """Raw (untempered) log-probabilities of the requested label ids, in the order asked."""
+
+    logprobs: tuple[float, ...]
+    usage: CallUsage
+
+
+class BackendHealth(msgspec.Struct, frozen=True):
+    ok: bool
+    detail: str
+
+
+@runtime_checkable
+class ScoringBackend(Protocol):
+    """Scores the next token after a token sequence, for a chosen set of token ids.
+
+    Every call carries a `call_id` that is unique per call; `abort` takes those ids. Calls are
+    concurrent: an adapter must allow many in flight at once.
+    """
+
+    async def start(self) -> None:
+        """Load or connect; returns when calls can be made. Raises BackendUnavailable otherwise."""
+
+    async def close(self) -> None:
+        """Release every resource; in-flight calls may fail."""
+
+    async def health(self) -> BackendHealth: ...
+
+    def context_tokens(self) -> int | None:
+        """Largest prompt + output a single call may use, when the backend knows it (after start)."""
+
+    async def warm(self, call_id: str, token_ids: Sequence[int]) -> CallUsage:
+        """Prefill `token_ids` (one output token, discarded) so later calls reuse the cached prefix."""
+
+    async def score(self, call_id: str, token_ids: Sequence[int], label_ids: Sequence[int]) -> LabelScores:
+        """Log-probabilities of exactly `label_ids` as the next token after `token_ids`.
+
+        A label id the backend did not return is an error (BackendError), never a zero.
+        """
+
+    async def abort(self, call_ids: Sequence[str]) -> None:
+        """Best effort: stop the given in-flight calls in the backend. Never raises."""
+
+
+class PromptCodec(Protocol):
+    """The model's chat template and tokenizer. Pure CPU work, no I/O once constructed."""
+
+    def render(self, messages: Sequence[ChatMessage]) -> str:
+        """Render with the model's chat template, generation prompt added, thinking disabled."""
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text`, special tokens in the text recognised, nothing added around it."""
+
+    def decode(self, token_ids: Sequence[int]) -> str: ...

@@ -1,0 +1,23 @@
+"""What a backend adapter hands to the application: the backend, how to load its codec, its names.
+
+Each adapter package has a `build_runtime(settings) -> Runtime`; `openjev.bootstrap` picks one.
+Building is cheap and synchronous (no model load, no network); the slow parts happen in
+`backend.start()` and `load_codec()`, during the app's start-up while /health says 503.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from openjev.domain.ports import PromptCodec, ScoringBackend
+
+
+@dataclass(frozen=True)
+class Runtime:
+    kind: str  # "embedded", "sglang" or "fake"
+    backend: ScoringBackend
+    load_codec: Callable[[], PromptCodec]  # blocking; called in a worker thread after backend.start()
+    public_model: str  # the model id reported in responses and /v1/models
+    model_description: str
+    accepted_models: frozenset[str] = field(default_factory=frozenset)  # besides public_model and jev-latest

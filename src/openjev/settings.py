@@ -1,0 +1,120 @@
+"""One typed settings object, read from OPENJEV_* once at start-up and passed down.
+
+Nothing else in openjev reads the environment. A bad value raises SettingsError naming the variable.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from openjev.domain.errors import SettingsError
+
+PREFIX = "OPENJEV_"
+
+SGLANG_DEFAULT_MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
+SGLANG_DEFAULT_PUBLIC_NAME = "Qwen/Qwen3.6-35B-A3B"
+MAX_OPTION_LIMIT = 255
+
+Positive = Annotated[int, msgspec.Meta(gt=0)]
+PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
+BackendKind = Literal["auto", "embedded", "sglang", "fake"]
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    """Every setting, with the defaults of SPEC §6. Field `x` is read from `OPENJEV_X`."""
+
+    # Model and backend choice.
+    backend: BackendKind = "auto"
+    model: str | None = None  # SGLang: HF id or path (default SGLANG_DEFAULT_MODEL); embedded: a GGUF path.
+    served_model_name: str | None = None  # public model id; default: the model's real name.
+    revision: str | None = None
+    tokenizer: str | None = None  # local dir with tokenizer.json (+ tokenizer_config.json) or an HF id.
+    profile: str | None = None  # a named SGLang launch profile (see docs/settings.md).
+    frontend: Literal["rust", "python"] = "rust"
+
+    # HTTP server.
+    host: str = "127.0.0.1"
+    port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 8000
+    api_key: str | None = None
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    # Admission limits (per API process).
+    max_questions: Positive = 64
+    max_options: Annotated[int, msgspec.Meta(ge=2, le=MAX_OPTION_LIMIT)] = 64
+    max_body_bytes: Positive = 2 * 1024 * 1024
+    max_input_tokens: Positive = 32_768
+    max_total_input_tokens: Positive = 262_144
+    max_concurrent_requests: Positive = 16
+    max_concurrent_branches: Positive = 64
+    request_timeout: PositiveFloat = 120.0
+
+    # Answers.
+    temperature: PositiveFloat = 1.0
+    confidence: Literal["entropy", "typesafe"] = "entropy"
+
+    # SGLang backend.
+    sglang_url: str | None = None  # connect to this SGLang (or router) instead of launching one.
+    sglang_python: str | None = None  # python executable of an environment where SGLang is installed.
+    sglang_port: Annotated[int, msgspec.Meta(ge=1, le=65535)] = 30000
+    backend_api_key: str | None = None
+    context_length: Positive | None = None
+    startup_timeout: PositiveFloat = 1800.0
+
+    # Embedded llama.cpp backend (defaults sized for a 2-core machine).
+    threads: Positive | None = None  # default: the number of CPUs.
+    parallel_slots: Positive = 4
+    slot_context: Positive = 4096
+
+    # Fake backend (tests and demos).
+    fake_latency: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    fake_fail_after: int | None = None  # fail every call after this many (failure injection).
+    fake_swap_labels: bool = False  # answer as if the label mapping were reversed (smoke tests).
+
+    def resolved_backend(self) -> Literal["embedded", "sglang", "fake"]:
+        """`auto` means SGLang when one is configured (connect URL or SGLang python), else embedded."""
+        if self.backend != "auto":
+            return self.backend
+        return "sglang" if (self.sglang_url or self.sglang_python) else "embedded"
+
+
+def env_name(field: str) -> str:
+    return PREFIX + field.upper()
+
+
+def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+    """Settings from `environ` (default os.environ), then `overrides` (e.g. CLI flags) on top."""
+    env = os.environ if environ is None else environ
+    raw: dict[str, Any] = {}
+    for field in msgspec.structs.fields(Settings):
+        name = env_name(field.name)
+        if name in env and env[name] != "":
+            raw[field.name] = env[name]
+    known = set(Settings.__struct_fields__)
+    for name in env:
+        if name.startswith(PREFIX) and name[len(PREFIX) :].lower() not in known:
+            raise SettingsError(f"{name} is not a known setting (see docs/settings.md)")
+    for key, value in overrides.items():
+        if value is not None:
+            raw[key] = value
+    try:
+        return msgspec.convert(raw, Settings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise SettingsError(_explain(exc)) from None
+
+
+def _explain(exc: msgspec.ValidationError) -> str:
+    text = str(exc)
+    message, _, path = text.partition(" - at `$.")
+    if path:
+        field = path.rstrip("`").split(".")[0].split("[")[0]
+        return f"{env_name(field)}: {message}"
+    return f"invalid settings: {text}"
+
+
+
+
+__all__ = ["Settings", "SettingsError", "env_name", "load_settings"]
