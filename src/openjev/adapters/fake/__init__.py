@@ -1,0 +1,1 @@
+"""The fake backend: deterministic, dependency-free, for tests and demos."""

@@ -1,0 +1,116 @@
+"""A real ScoringBackend with made-up but deterministic numbers.
+
+Label log-probabilities are a hash of the token ids it receives and the label id, so anything the
+model never sees (a question id, the other questions, their order) cannot change an answer. It
+reports prompt and cached tokens the way a radix cache would: the longest prefix it has already
+seen, capped one short of the prompt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import struct
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from openjev.domain.errors import BackendError
+from openjev.domain.ports import BackendHealth, CallUsage, LabelScores
+
+_MAX_REMEMBERED = 256
+
+
+class FakeBackend:
+    def __init__(
+        self,
+        *,
+        latency: float = 0.0,
+        fail_after: int | None = None,
+        swap_labels: bool = False,
+        context: int | None = None,
+    ) -> None:
+        self.latency = latency
+        self.fail_after = fail_after
+        self.swap_labels = swap_labels
+        self._context = context
+        self._seen: OrderedDict[bytes, None] = OrderedDict()
+        self.calls: list[tuple[str, str, tuple[int, ...], tuple[int, ...]]] = []  # (kind, id, tokens, labels)
+        self.aborted: list[str] = []
+        self.in_flight: set[str] = set()
+        self.started = False
+
+    async def start(self) -> None:
+        self.started = True
+
+    async def close(self) -> None:
+        self.started = False
+
+    async def health(self) -> BackendHealth:
+        return BackendHealth(ok=self.started, detail="fake backend" if self.started else "not started")
+
+    def context_tokens(self) -> int | None:
+        return self._context
+
+    async def warm(self, call_id: str, token_ids: Sequence[int]) -> CallUsage:
+        await self._enter("warm", call_id, token_ids, ())
+        try:
+            return self._usage(token_ids)
+        finally:
+            self.in_flight.discard(call_id)
+
+    async def score(self, call_id: str, token_ids: Sequence[int], label_ids: Sequence[int]) -> LabelScores:
+        await self._enter("score", call_id, token_ids, label_ids)
+        try:
+            seed = _pack(token_ids)
+            logprobs = [_logprob(seed, label) for label in label_ids]
+            if self.swap_labels:
+                logprobs.reverse()
+            return LabelScores(logprobs=tuple(logprobs), usage=self._usage(token_ids))
+        finally:
+            self.in_flight.discard(call_id)
+
+    async def abort(self, call_ids: Sequence[str]) -> None:
+        self.aborted.extend(call_ids)
+
+    async def _enter(self, kind: str, call_id: str, token_ids: Sequence[int], label_ids: Sequence[int]) -> None:
+        self.calls.append((kind, call_id, tuple(token_ids), tuple(label_ids)))
+        self.in_flight.add(call_id)
+        if self.latency:
+            try:
+                await asyncio.sleep(self.latency)
+            except asyncio.CancelledError:
+                self.in_flight.discard(call_id)
+                raise
+        if self.fail_after is not None and len(self.calls) > self.fail_after:
+            self.in_flight.discard(call_id)
+            raise BackendError(f"fake backend failure injected after {self.fail_after} calls")
+
+    def _usage(self, token_ids: Sequence[int]) -> CallUsage:
+        data = _pack(token_ids)
+        cached = max((_common_prefix(data, seen) for seen in self._seen), default=0) // 4
+        self._seen[data] = None
+        self._seen.move_to_end(data)
+        if len(self._seen) > _MAX_REMEMBERED:
+            self._seen.popitem(last=False)
+        return CallUsage(prompt_tokens=len(token_ids), cached_tokens=min(cached, max(len(token_ids) - 1, 0)))
+
+
+def _pack(token_ids: Sequence[int]) -> bytes:
+    return struct.pack(f"<{len(token_ids)}I", *token_ids)
+
+
+def _logprob(seed: bytes, label: int) -> float:
+    digest = hashlib.blake2b(seed + struct.pack("<I", label), digest_size=8).digest()
+    return -8.0 * int.from_bytes(digest, "little") / 2**64
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    """Length in bytes of the common prefix, by binary search over C-speed slice compares."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

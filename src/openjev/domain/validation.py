@@ -1,0 +1,74 @@
+"""Request rules beyond the schema: counts, names, model, unsupported inputs (SPEC §1, §5)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from openjev.domain.errors import InvalidRequest, Issue, UnknownModel
+from openjev.domain.limits import Limits
+from openjev.domain.prompt import PromptPlan
+from openjev.domain.wire import ChoiceQuestion, ScoreQuestion, SystemOneRequest
+
+JEV_ALIAS = "jev-latest"
+
+
+def validate_request(request: SystemOneRequest, limits: Limits) -> None:
+    """Every schema-level rule that msgspec cannot express with static constraints."""
+    issues: list[Issue] = []
+    if request.assets is not None:
+        issues.append(Issue(("body", "assets"), "assets are not supported: only text input is supported", "unsupported_content"))
+    count = len(request.questions)
+    if not 1 <= count <= limits.max_questions:
+        issues.append(
+            Issue(("body", "questions"), f"expected 1 to {limits.max_questions} questions, got {count}", "too_many_questions" if count else "too_few_questions")
+        )
+    for qid, question in request.questions.items():
+        if qid == "":
+            issues.append(Issue(("body", "questions", qid), "question ids must be non-empty strings", "value_error"))
+        if isinstance(question, ChoiceQuestion | ScoreQuestion):
+            n = len(question.criteria)
+            kind = "options" if isinstance(question, ChoiceQuestion) else "levels"
+            if not limits.min_options <= n <= limits.max_options:
+                issues.append(
+                    Issue(
+                        ("body", "questions", qid, "criteria"),
+                        f"expected {limits.min_options} to {limits.max_options} {kind}, got {n}",
+                        f"{'too_many' if n > limits.max_options else 'too_few'}_{kind}",
+                    )
+                )
+    if issues:
+        raise InvalidRequest(issues)
+
+
+def check_model(model: str, accepted: Collection[str]) -> None:
+    if model != JEV_ALIAS and model not in accepted:
+        names = ", ".join(sorted({JEV_ALIAS, *accepted}))
+        raise UnknownModel(f"unknown model {model!r}: this server serves {names}")
+
+
+def validate_tokens(plan: PromptPlan, limits: Limits, branch_limit: int) -> None:
+    """Per-branch context (prompt + the one answer token) and the request's total token budget."""
+    issues: list[Issue] = []
+    prefix = len(plan.prefix_ids)
+    for branch in plan.branches:
+        needed = prefix + len(branch.suffix_ids) + 1
+        if needed > branch_limit:
+            issues.append(
+                Issue(
+                    ("body", "questions", branch.question_id),
+                    f"this question's prompt needs {needed} tokens (state {prefix}, question "
+                    f"{len(branch.suffix_ids)}, answer 1); the limit per question is {branch_limit}",
+                    "tokens_exceeded",
+                )
+            )
+    if plan.total_tokens > limits.max_total_input_tokens:
+        issues.append(
+            Issue(
+                ("body",),
+                f"the request needs {plan.total_tokens} input tokens (state once plus every question); "
+                f"the limit is {limits.max_total_input_tokens}",
+                "tokens_exceeded",
+            )
+        )
+    if issues:
+        raise InvalidRequest(issues)

@@ -1,0 +1,201 @@
+"""The evaluation use case: plan → warm the prefix → branches → answers (SPEC §3, §5).
+
+Depends only on the domain and its ports. Branches run concurrently under a process-wide limit
+on backend calls; the first failure, the deadline or a cancelled caller cancels every sibling and
+asks the backend to abort what is still in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import msgspec
+
+from openjev.domain.answers import make_answer
+from openjev.domain.decoding import decode_request
+from openjev.domain.errors import BackendTimeout, OpenJevError
+from openjev.domain.labels import LabelSet
+from openjev.domain.limits import Limits
+from openjev.domain.ports import CallUsage, LabelScores, PromptCodec, ScoringBackend
+from openjev.domain.prompt import PromptPlan, build_plan
+from openjev.domain.scoring_math import ConfidenceFormula
+from openjev.domain.validation import check_model, validate_request, validate_tokens
+from openjev.domain.wire import SystemOneRequest, SystemOneResponse, Usage
+
+T = TypeVar("T")
+ABORT_TIMEOUT_SECONDS = 5.0
+
+
+class Timings(msgspec.Struct, frozen=True):
+    """Seconds spent preparing the prompt, prefilling the shared prefix, and running the branches."""
+
+    prepare: float
+    prefill: float
+    branches: float
+
+
+class Prepared(msgspec.Struct, frozen=True):
+    request: SystemOneRequest
+    plan: PromptPlan
+    prepare_seconds: float
+
+
+class Evaluation(msgspec.Struct, frozen=True):
+    response: SystemOneResponse
+    prefix_tokens: int
+    cached_tokens: int | None  # sum over branches; None when the backend does not report it
+    timings: Timings
+
+
+def parse_request(body: bytes, limits: Limits, accepted_models: frozenset[str]) -> SystemOneRequest:
+    """Everything that can be checked without the tokenizer: schema, counts, model."""
+    request = decode_request(body)
+    validate_request(request, limits)
+    check_model(request.model, accepted_models)
+    return request
+
+
+class Evaluator:
+    """Answers requests with one backend; shared by every request of the process."""
+
+    def __init__(
+        self,
+        *,
+        backend: ScoringBackend,
+        codec: PromptCodec,
+        labels: LabelSet,
+        limits: Limits,
+        public_model: str,
+        temperature: float = 1.0,
+        confidence: ConfidenceFormula = "entropy",
+        branch_context: int | None = None,
+        new_call_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self._backend = backend
+        self._codec = codec
+        self._labels = labels
+        self._limits = limits
+        self._public_model = public_model
+        self._temperature = temperature
+        self._confidence: ConfidenceFormula = confidence
+        self._branch_limit = min(limits.max_input_tokens, branch_context or limits.max_input_tokens)
+        self._new_call_id = new_call_id
+        self._clock = clock
+        self._calls = asyncio.Semaphore(limits.max_concurrent_branches)
+
+    @property
+    def branch_limit(self) -> int:
+        return self._branch_limit
+
+    def prepare(self, request: SystemOneRequest) -> Prepared:
+        """Build and check the prompt plan (CPU only). Raises InvalidRequest before any inference."""
+        start = self._clock()
+        plan = build_plan(request.state, request.questions, self._codec, self._labels)
+        validate_tokens(plan, self._limits, self._branch_limit)
+        return Prepared(request=request, plan=plan, prepare_seconds=self._clock() - start)
+
+    async def evaluate(self, prepared: Prepared) -> Evaluation:
+        in_flight: set[str] = set()
+        try:
+            async with asyncio.timeout(self._limits.request_timeout_seconds):
+                return await self._run(prepared, in_flight)
+        except TimeoutError:
+            await self._abort(in_flight)
+            raise BackendTimeout(
+                f"the backend did not answer within {self._limits.request_timeout_seconds:g} s"
+            ) from None
+        except BaseExceptionGroup as group:
+            await self._abort(in_flight)
+            raise _first_error(group) from None
+        except BaseException:
+            await self._abort(in_flight)
+            raise
+
+    async def _run(self, prepared: Prepared, in_flight: set[str]) -> Evaluation:
+        plan = prepared.plan
+        prefix = list(plan.prefix_ids)
+        start = self._clock()
+        warm = await self._call(in_flight, lambda cid: self._backend.warm(cid, prefix))
+        warmed = self._clock()
+        async with asyncio.TaskGroup() as group:
+            tasks = [
+                group.create_task(self._call(in_flight, self._scorer(prefix + list(b.suffix_ids), b.label_ids)))
+                for b in plan.branches
+            ]
+        done = self._clock()
+        scores = [t.result() for t in tasks]
+        questions = prepared.request.questions
+        answers = {
+            branch.question_id: make_answer(
+                questions[branch.question_id],
+                score.logprobs,
+                temperature=self._temperature,
+                confidence=self._confidence,
+            )
+            for branch, score in zip(plan.branches, scores, strict=True)
+        }
+        return Evaluation(
+            response=SystemOneResponse(
+                model=self._public_model,
+                answers=answers,
+                usage=Usage(
+                    input_tokens=warm.prompt_tokens + sum(s.usage.prompt_tokens for s in scores),
+                    output_tokens=len(scores) + 1,
+                ),
+            ),
+            prefix_tokens=len(plan.prefix_ids),
+            cached_tokens=_cached(scores),
+            timings=Timings(prepare=prepared.prepare_seconds, prefill=warmed - start, branches=done - warmed),
+        )
+
+    def _scorer(self, token_ids: list[int], label_ids: tuple[int, ...]) -> Callable[[str], Awaitable[LabelScores]]:
+        return lambda call_id: self._backend.score(call_id, token_ids, label_ids)
+
+    async def _call(self, in_flight: set[str], call: Callable[[str], Awaitable[T]]) -> T:
+        """One backend call under the process-wide limit; its id stays in `in_flight` unless it ends normally."""
+        async with self._calls:
+            call_id = self._new_call_id()
+            in_flight.add(call_id)
+            result = await call(call_id)
+            in_flight.discard(call_id)
+            return result
+
+    async def _abort(self, in_flight: set[str]) -> None:
+        if not in_flight:
+            return
+        ids = sorted(in_flight)
+        in_flight.clear()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._backend.abort(ids)), ABORT_TIMEOUT_SECONDS)
+        except (TimeoutError, asyncio.CancelledError, Exception):  # abort is best effort, never masks the cause
+            pass
+
+
+def _cached(scores: list[LabelScores]) -> int | None:
+    reported: list[CallUsage] = [s.usage for s in scores]
+    if any(u.cached_tokens is None for u in reported):
+        return None
+    return sum(u.cached_tokens or 0 for u in reported)
+
+
+def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The error that failed the request: ours first (it carries the status), else the first one."""
+    leaves: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                walk(inner)
+        else:
+            leaves.append(exc)
+
+    walk(group)
+    for exc in leaves:
+        if isinstance(exc, OpenJevError):
+            return exc
+    return leaves[0]

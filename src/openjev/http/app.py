@@ -1,0 +1,76 @@
+"""The Litestar application factory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from litestar import Litestar
+from litestar.exceptions import HTTPException
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import JsonRenderPlugin
+
+import openjev
+from openjev.bootstrap import build_runtime
+from openjev.domain.errors import OpenJevError
+from openjev.http import routes
+from openjev.http.errors import http_exception_response, internal_error_response, openjev_error_response
+from openjev.http.request_context import RequestContextMiddleware
+from openjev.http.server_state import ServerState
+from openjev.logs import configure_logging
+from openjev.runtime import Runtime
+from openjev.settings import Settings, load_settings
+
+TITLE = "openjev — System One API"
+
+
+def create_app(settings: Settings | None = None, runtime: Runtime | None = None, *, exit_on_failure: bool = False) -> Litestar:
+    """An app that answers at once and loads its backend in the background (/health is 503 until ready)."""
+    settings = settings or load_settings()
+    configure_logging(settings.log_level)
+    server = ServerState(settings, runtime or build_runtime(settings), exit_on_failure=exit_on_failure)
+
+    @asynccontextmanager
+    async def lifespan(_: Litestar) -> AsyncIterator[None]:
+        server.begin()
+        try:
+            yield
+        finally:
+            await server.stop()
+
+    app = Litestar(
+        route_handlers=[
+            routes.system_one,
+            routes.list_models,
+            routes.limits,
+            routes.health,
+            routes.live,
+            routes.scalar,
+            routes.swagger,
+            routes.openapi_json,
+        ],
+        lifespan=[lifespan],
+        middleware=[RequestContextMiddleware],
+        exception_handlers={
+            OpenJevError: openjev_error_response,
+            HTTPException: http_exception_response,
+            Exception: internal_error_response,
+        },
+        openapi_config=OpenAPIConfig(
+            title=TITLE,
+            version=openjev.__version__,
+            description="Typed decisions read from an open LLM's first answer token. See /docs for Swagger UI.",
+            path="/schema",
+            render_plugins=[JsonRenderPlugin()],
+        ),
+        request_max_body_size=None,  # read_body enforces the limit, on the inflated bytes too
+        logging_config=None,
+        debug=False,
+    )
+    app.state.server = server
+    return app
+
+
+def app_factory() -> Litestar:
+    """Entry point for Granian (`factory=True`): settings from the environment, exit if start-up fails."""
+    return create_app(exit_on_failure=True)

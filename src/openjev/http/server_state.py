@@ -1,0 +1,143 @@
+"""The API's life: starting (backend loading, labels being verified), ready, or failed."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from enum import Enum
+
+import msgspec
+
+from openjev.domain.errors import NotReady, StartupError
+from openjev.domain.labels import verify_labels
+from openjev.domain.limits import Limits
+from openjev.domain.ports import BackendHealth
+from openjev.domain.prompt import check_template
+from openjev.evaluation import Evaluator
+from openjev.http.admission import Admission
+from openjev.logs import get_logger
+from openjev.runtime import Runtime
+from openjev.settings import Settings
+
+log = get_logger("openjev.startup")
+STARTUP_FAILURE_EXIT_CODE = 3
+
+
+class Phase(str, Enum):
+    STARTING = "starting"
+    READY = "ready"
+    FAILED = "failed"
+
+
+class HealthReport(msgspec.Struct):
+    status: str
+    model: str
+    backend: str
+    backend_ok: bool
+    backend_detail: str
+    startup_seconds: float | None
+    uptime_seconds: float
+
+
+def limits_from(settings: Settings) -> Limits:
+    return Limits(
+        max_questions=settings.max_questions,
+        max_options=settings.max_options,
+        max_body_bytes=settings.max_body_bytes,
+        max_input_tokens=settings.max_input_tokens,
+        max_total_input_tokens=settings.max_total_input_tokens,
+        max_concurrent_requests=settings.max_concurrent_requests,
+        max_concurrent_branches=settings.max_concurrent_branches,
+        request_timeout_seconds=settings.request_timeout,
+    )
+
+
+class ServerState:
+    def __init__(self, settings: Settings, runtime: Runtime, *, exit_on_failure: bool = False) -> None:
+        self.settings = settings
+        self.runtime = runtime
+        self.limits = limits_from(settings)
+        self.admission = Admission(settings.max_concurrent_requests)
+        self.accepted_models = frozenset({runtime.public_model, *runtime.accepted_models})
+        self.phase = Phase.STARTING
+        self.detail = "loading the backend"
+        self.evaluator: Evaluator | None = None
+        self.startup_seconds: float | None = None
+        self._created = time.monotonic()
+        self.created_at = time.time()
+        self._exit_on_failure = exit_on_failure
+        self._task: asyncio.Task[None] | None = None
+
+    def begin(self) -> None:
+        self._task = asyncio.create_task(self._start(), name="openjev-startup")
+
+    async def stop(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        await self.runtime.backend.close()
+
+    def require_ready(self) -> Evaluator:
+        if self.evaluator is None:
+            raise NotReady(f"the server is {self.phase.value}: {self.detail}")
+        return self.evaluator
+
+    async def health(self) -> HealthReport:
+        backend = BackendHealth(ok=False, detail=self.detail)
+        if self.phase is Phase.READY:
+            try:
+                backend = await asyncio.wait_for(self.runtime.backend.health(), 5)
+            except Exception as exc:  # noqa: BLE001 - any failure means unhealthy, reported as such
+                backend = BackendHealth(ok=False, detail=f"health check failed: {exc}")
+        status = self.phase.value if self.phase is not Phase.READY or backend.ok else "backend_unavailable"
+        return HealthReport(
+            status=status,
+            model=self.runtime.public_model,
+            backend=self.runtime.kind,
+            backend_ok=backend.ok,
+            backend_detail=backend.detail,
+            startup_seconds=self.startup_seconds,
+            uptime_seconds=time.monotonic() - self._created,
+        )
+
+    async def _start(self) -> None:
+        started = time.monotonic()
+        runtime = self.runtime
+        log.info("backend_starting", backend=runtime.kind, model=runtime.public_model)
+        try:
+            await runtime.backend.start()
+            self.detail = "loading the tokenizer and verifying labels"
+            codec = await asyncio.to_thread(runtime.load_codec)
+            labels = await asyncio.to_thread(verify_labels, codec, self.settings.max_options)
+            await asyncio.to_thread(check_template, codec, labels)
+        except Exception as exc:
+            self.phase = Phase.FAILED
+            self.detail = str(exc)
+            log.error("startup_failed", backend=runtime.kind, error=str(exc), error_type=type(exc).__name__)
+            if self._exit_on_failure:
+                # The platform must see a failed start and replace the process, not a server stuck at 503.
+                os._exit(STARTUP_FAILURE_EXIT_CODE)
+            if not isinstance(exc, StartupError):
+                raise
+            return
+        self.evaluator = Evaluator(
+            backend=runtime.backend,
+            codec=codec,
+            labels=labels,
+            limits=self.limits,
+            public_model=runtime.public_model,
+            temperature=self.settings.temperature,
+            confidence=self.settings.confidence,
+            branch_context=runtime.backend.context_tokens(),
+        )
+        self.startup_seconds = time.monotonic() - started
+        self.phase = Phase.READY
+        self.detail = "serving"
+        log.info(
+            "ready",
+            backend=runtime.kind,
+            model=runtime.public_model,
+            labels=labels.capacity,
+            branch_token_limit=self.evaluator.branch_limit,
+            startup_seconds=round(self.startup_seconds, 3),
+        )
