@@ -25,8 +25,10 @@ from openjev.domain.prompt import PromptPlan, build_plan
 from openjev.domain.scoring_math import ConfidenceFormula
 from openjev.domain.validation import check_model, validate_request, validate_tokens
 from openjev.domain.wire import SystemOneRequest, SystemOneResponse, Usage
+from openjev.logs import get_logger
 
 T = TypeVar("T")
+log = get_logger("openjev.evaluation")
 ABORT_TIMEOUT_SECONDS = 5.0
 
 
@@ -170,6 +172,7 @@ class Evaluator:
             return
         ids = sorted(in_flight)
         in_flight.clear()
+        log.info("branches_aborted", calls=len(ids))
         try:
             await asyncio.wait_for(asyncio.shield(self._backend.abort(ids)), ABORT_TIMEOUT_SECONDS)
         except (TimeoutError, asyncio.CancelledError, Exception):  # abort is best effort, never masks the cause

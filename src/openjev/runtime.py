@@ -21,3 +21,4 @@ class Runtime:
     public_model: str  # the model id reported in responses and /v1/models
     model_description: str
     accepted_models: frozenset[str] = field(default_factory=frozenset)  # besides public_model and jev-latest
+    release_date: str | None = None  # YYYY-MM-DD of the served model, when known

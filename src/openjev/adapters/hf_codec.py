@@ -32,6 +32,8 @@ class HFCodec:
         """From a local directory, or a Hugging Face repo id for deployments that can download."""
         folder = Path(location)
         if not folder.is_dir():
+            if location.startswith((".", "/", "~")) or folder.exists():
+                raise StartupError(f"tokenizer location {location} is not a directory (OPENJEV_TOKENIZER)")
             folder = _download(location, revision)
         tokenizer_path = folder / TOKENIZER_FILE
         if not tokenizer_path.is_file():

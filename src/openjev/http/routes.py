@@ -102,10 +102,13 @@ def _headers(evaluation: Evaluation, prepare_seconds: float) -> dict[str, str]:
     return headers
 
 
+UNKNOWN_RELEASE_DATE = "unknown"
+
+
 class ModelCard(msgspec.Struct):
     name: str
     description: str
-    release_date: str | None
+    release_date: str  # YYYY-MM-DD, or "unknown" (the official SDK requires a string)
 
 
 class OpenAIModel(msgspec.Struct):
@@ -130,7 +133,10 @@ def list_models(request: Request[Any, Any, Any]) -> ModelList:
     names = [runtime.public_model, JEV_ALIAS]
     descriptions = [runtime.model_description, f"Alias of {runtime.public_model}."]
     return ModelList(
-        models=[ModelCard(name=n, description=d, release_date=None) for n, d in zip(names, descriptions, strict=True)],
+        models=[
+            ModelCard(name=n, description=d, release_date=runtime.release_date or UNKNOWN_RELEASE_DATE)
+            for n, d in zip(names, descriptions, strict=True)
+        ],
         object="list",
         data=[OpenAIModel(id=n, object="model", created=created, owned_by="openjev") for n in names],
     )

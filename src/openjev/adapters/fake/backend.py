@@ -18,6 +18,7 @@ from openjev.domain.errors import BackendError
 from openjev.domain.ports import BackendHealth, CallUsage, LabelScores
 
 _MAX_REMEMBERED = 256
+FAKE_VOCAB_SIZE = 262_144  # larger than any tokenizer the fake runs with; ids beyond it do not exist
 
 
 class FakeBackend:
@@ -61,6 +62,9 @@ class FakeBackend:
     async def score(self, call_id: str, token_ids: Sequence[int], label_ids: Sequence[int]) -> LabelScores:
         await self._enter("score", call_id, token_ids, label_ids)
         try:
+            unknown = [label for label in label_ids if not 0 <= label < FAKE_VOCAB_SIZE]
+            if unknown:
+                raise BackendError(f"label token ids {unknown} are outside the vocabulary (size {FAKE_VOCAB_SIZE})")
             seed = _pack(token_ids)
             logprobs = [_logprob(seed, label) for label in label_ids]
             if self.swap_labels:
