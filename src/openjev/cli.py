@@ -24,7 +24,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve = commands.add_parser("serve", help="run the API (embedded llama.cpp by default, SGLang on GPU hosts)")
     serve.add_argument("--host", help="address to listen on (OPENJEV_HOST, default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to listen on (OPENJEV_PORT, default 8000)")
-    serve.add_argument("--backend", choices=["auto", "embedded", "sglang", "fake"], help="OPENJEV_BACKEND (default auto)")
+    serve.add_argument(
+        "--backend", choices=["auto", "embedded", "sglang", "fake"], help="OPENJEV_BACKEND (default auto)"
+    )
     serve.add_argument("--connect", metavar="URL", help="use an SGLang (or SGLang router) already running at URL")
     serve.add_argument("--sglang-python", metavar="PATH", help="launch SGLang with this Python (another environment)")
     serve.set_defaults(run=_serve)

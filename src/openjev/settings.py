@@ -115,6 +115,4 @@ def _explain(exc: msgspec.ValidationError) -> str:
     return f"invalid settings: {text}"
 
 
-
-
 __all__ = ["Settings", "SettingsError", "env_name", "load_settings"]

@@ -41,7 +41,9 @@ class BackendContract:
         assert usage.prompt_tokens == len(prompt.prefix_ids)
         assert usage.cached_tokens is None or 0 <= usage.cached_tokens < usage.prompt_tokens
 
-    async def test_score_returns_exactly_the_labels_in_order(self, backend: ScoringBackend, prompt: ContractPrompt) -> None:
+    async def test_score_returns_exactly_the_labels_in_order(
+        self, backend: ScoringBackend, prompt: ContractPrompt
+    ) -> None:
         ids = [*prompt.prefix_ids, *prompt.suffix_ids]
         scores = await backend.score(new_id(), ids, prompt.label_ids)
         assert isinstance(scores, LabelScores)
@@ -62,7 +64,9 @@ class BackendContract:
         for a, b in zip(first.logprobs, second.logprobs, strict=True):
             assert a == pytest.approx(b, abs=1e-4)
 
-    async def test_branch_after_warm_up_reuses_the_prefix(self, backend: ScoringBackend, prompt: ContractPrompt) -> None:
+    async def test_branch_after_warm_up_reuses_the_prefix(
+        self, backend: ScoringBackend, prompt: ContractPrompt
+    ) -> None:
         await backend.warm(new_id(), list(prompt.prefix_ids))
         scores = await backend.score(new_id(), [*prompt.prefix_ids, *prompt.suffix_ids], prompt.label_ids)
         cached = scores.usage.cached_tokens
@@ -73,13 +77,17 @@ class BackendContract:
         results = await asyncio.gather(*(backend.score(new_id(), ids, prompt.label_ids) for _ in range(6)))
         assert len({tuple(round(x, 3) for x in r.logprobs) for r in results}) == 1
 
-    async def test_abort_of_unknown_or_finished_calls_never_raises(self, backend: ScoringBackend, prompt: ContractPrompt) -> None:
+    async def test_abort_of_unknown_or_finished_calls_never_raises(
+        self, backend: ScoringBackend, prompt: ContractPrompt
+    ) -> None:
         call_id = new_id()
         await backend.warm(call_id, list(prompt.prefix_ids))
         await backend.abort([call_id, new_id()])
         assert (await backend.health()).ok
 
-    async def test_cancelled_call_leaves_the_backend_usable(self, backend: ScoringBackend, prompt: ContractPrompt) -> None:
+    async def test_cancelled_call_leaves_the_backend_usable(
+        self, backend: ScoringBackend, prompt: ContractPrompt
+    ) -> None:
         ids = [*prompt.prefix_ids, *prompt.suffix_ids]
         call_id = new_id()
         task = asyncio.ensure_future(backend.score(call_id, ids, prompt.label_ids))
@@ -91,6 +99,8 @@ class BackendContract:
         again = await backend.score(new_id(), ids, prompt.label_ids)
         assert len(again.logprobs) == len(prompt.label_ids)
 
-    async def test_a_label_the_backend_cannot_return_is_an_error(self, backend: ScoringBackend, prompt: ContractPrompt) -> None:
+    async def test_a_label_the_backend_cannot_return_is_an_error(
+        self, backend: ScoringBackend, prompt: ContractPrompt
+    ) -> None:
         with pytest.raises(BackendError):
             await backend.score(new_id(), list(prompt.prefix_ids), (*prompt.label_ids, prompt.missing_label_id))

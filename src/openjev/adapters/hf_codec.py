@@ -83,7 +83,7 @@ def _download(repo_id: str, revision: str | None) -> Path:
         hf_hub_download(repo_id, CONFIG_FILE, revision=revision)
         try:
             hf_hub_download(repo_id, TEMPLATE_FILE, revision=revision)
-        except Exception:  # noqa: BLE001 - optional file; the config usually holds the template
+        except Exception:
             pass
     except Exception as exc:
         raise StartupError(f"cannot fetch the tokenizer of {repo_id} (revision {revision}): {exc}") from exc

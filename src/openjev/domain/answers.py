@@ -12,7 +12,15 @@ from openjev.domain.scoring_math import (
     score_confidence,
     softmax,
 )
-from openjev.domain.wire import Answer, ChoiceAnswer, NoulAnswer, NoulQuestion, Question, ScoreAnswer, ScoreQuestion
+from openjev.domain.wire import (
+    Answer,
+    ChoiceAnswer,
+    NoulAnswer,
+    NoulQuestion,
+    Question,
+    ScoreAnswer,
+    ScoreQuestion,
+)
 
 
 def make_answer(

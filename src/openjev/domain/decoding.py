@@ -54,7 +54,11 @@ def _resolve_keys(segments: list[str | int], body: bytes) -> list[str | int]:
         return segments
     resolved: list[str | int] = ["questions", qid, *segments[2:]]
     question = questions[qid]
-    if resolved[2:4] == ["criteria", "..."] and isinstance(question, dict) and isinstance(question.get("criteria"), dict):
+    if (
+        resolved[2:4] == ["criteria", "..."]
+        and isinstance(question, dict)
+        and isinstance(question.get("criteria"), dict)
+    ):
         name = _first_failing(question["criteria"], TextValue | None)
         if name is not None:
             resolved[3] = name

@@ -62,7 +62,9 @@ def verify_labels(codec: PromptCodec, count: int) -> LabelSet:
     yes_id = single_token_id(codec, context, base, YES)
     no_id = single_token_id(codec, context, base, NO)
     if yes_id is None or no_id is None or yes_id == no_id:
-        raise StartupError(f"the model's tokenizer cannot write ' {YES}' and ' {NO}' as single tokens after `{ANSWER_OPENING}`")
+        raise StartupError(
+            f"the model's tokenizer cannot write ' {YES}' and ' {NO}' as single tokens after `{ANSWER_OPENING}`"
+        )
     labels: list[str] = []
     ids: list[int] = []
     for label in candidate_labels():

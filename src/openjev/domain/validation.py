@@ -16,11 +16,17 @@ def validate_request(request: SystemOneRequest, limits: Limits) -> None:
     """Every schema-level rule that msgspec cannot express with static constraints."""
     issues: list[Issue] = []
     if request.assets is not None:
-        issues.append(Issue(("body", "assets"), "assets are not supported: only text input is supported", "unsupported_content"))
+        issues.append(
+            Issue(("body", "assets"), "assets are not supported: only text input is supported", "unsupported_content")
+        )
     count = len(request.questions)
     if not 1 <= count <= limits.max_questions:
         issues.append(
-            Issue(("body", "questions"), f"expected 1 to {limits.max_questions} questions, got {count}", "too_many_questions" if count else "too_few_questions")
+            Issue(
+                ("body", "questions"),
+                f"expected 1 to {limits.max_questions} questions, got {count}",
+                "too_many_questions" if count else "too_few_questions",
+            )
         )
     for qid, question in request.questions.items():
         if qid == "":

@@ -15,7 +15,7 @@ from openjev.bootstrap import build_runtime
 from openjev.domain.errors import OpenJevError
 from openjev.http import routes
 from openjev.http.errors import http_exception_response, internal_error_response, openjev_error_response
-from openjev.http.request_context import RequestContextMiddleware
+from openjev.http.request_context import RequestContextMiddleware, add_request_id
 from openjev.http.server_state import ServerState
 from openjev.logs import configure_logging
 from openjev.runtime import Runtime
@@ -24,7 +24,9 @@ from openjev.settings import Settings, load_settings
 TITLE = "openjev — System One API"
 
 
-def create_app(settings: Settings | None = None, runtime: Runtime | None = None, *, exit_on_failure: bool = False) -> Litestar:
+def create_app(
+    settings: Settings | None = None, runtime: Runtime | None = None, *, exit_on_failure: bool = False
+) -> Litestar:
     """An app that answers at once and loads its backend in the background (/health is 503 until ready)."""
     settings = settings or load_settings()
     configure_logging(settings.log_level)
@@ -51,6 +53,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
         ],
         lifespan=[lifespan],
         middleware=[RequestContextMiddleware],
+        before_send=[add_request_id],
         exception_handlers={
             OpenJevError: openjev_error_response,
             HTTPException: http_exception_response,

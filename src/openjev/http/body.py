@@ -18,10 +18,14 @@ except ImportError:  # pragma: no cover - depends on the Python version
 SUPPORTED_ENCODINGS = ("identity", "gzip", "zstd")
 
 
-async def read_body(chunks: AsyncIterator[bytes], content_encoding: str | None, content_length: str | None, limit: int) -> bytes:
+async def read_body(
+    chunks: AsyncIterator[bytes], content_encoding: str | None, content_length: str | None, limit: int
+) -> bytes:
     encoding = (content_encoding or "identity").strip().lower()
     if encoding not in SUPPORTED_ENCODINGS:
-        raise BadEncoding(f"Content-Encoding {encoding!r} is not supported; use one of {', '.join(SUPPORTED_ENCODINGS)}")
+        raise BadEncoding(
+            f"Content-Encoding {encoding!r} is not supported; use one of {', '.join(SUPPORTED_ENCODINGS)}"
+        )
     if content_length is not None and content_length.isdigit() and int(content_length) > limit:
         raise BodyTooLarge(f"the request body is {content_length} bytes; the limit is {limit}")
     received = bytearray()

@@ -1,4 +1,8 @@
-"""Pure ASGI middleware: a fresh request id on every response, and one access-log line per request."""
+"""A fresh request id on every response, and one access-log line per routed request.
+
+The id is added by a `before_send` hook because Litestar answers 404/405 before any middleware
+runs; the middleware binds the same id into the log context for routed requests.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import uuid
 from typing import Any
 
 import structlog
+from litestar.datastructures import MutableScopeHeaders
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -14,6 +19,19 @@ from openjev.logs import get_logger
 
 REQUEST_ID_HEADER = "x-typesafe-request-id"
 log = get_logger("openjev.access")
+
+
+def request_id_of(scope: Scope) -> str:
+    state: dict[str, Any] = scope.setdefault("state", {})  # type: ignore[typeddict-item]
+    request_id: str | None = state.get("request_id")
+    if request_id is None:
+        request_id = state["request_id"] = uuid.uuid4().hex
+    return request_id
+
+
+async def add_request_id(message: Message, scope: Scope) -> None:
+    if message["type"] == "http.response.start":
+        MutableScopeHeaders.from_message(message)[REQUEST_ID_HEADER] = request_id_of(scope)
 
 
 class RequestContextMiddleware:
@@ -24,22 +42,17 @@ class RequestContextMiddleware:
         if scope["type"] != ScopeType.HTTP:
             await self.app(scope, receive, send)
             return
-        request_id = uuid.uuid4().hex
-        scope.setdefault("state", {})["request_id"] = request_id
         started = time.perf_counter()
         status: dict[str, Any] = {"code": None}
 
-        async def send_with_id(message: Message) -> None:
+        async def observe(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
-                headers = list(message.get("headers", []))
-                headers.append((REQUEST_ID_HEADER.encode(), request_id.encode()))
-                message["headers"] = headers  # type: ignore[typeddict-unknown-key,unused-ignore]
             await send(message)
 
-        with structlog.contextvars.bound_contextvars(request_id=request_id):
+        with structlog.contextvars.bound_contextvars(request_id=request_id_of(scope)):
             try:
-                await self.app(scope, receive, send_with_id)
+                await self.app(scope, receive, observe)
             finally:
                 log.info(
                     "request",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from enum import Enum
+from enum import StrEnum
 
 import msgspec
 
@@ -24,7 +24,7 @@ log = get_logger("openjev.startup")
 STARTUP_FAILURE_EXIT_CODE = 3
 
 
-class Phase(str, Enum):
+class Phase(StrEnum):
     STARTING = "starting"
     READY = "ready"
     FAILED = "failed"
@@ -87,7 +87,7 @@ class ServerState:
         if self.phase is Phase.READY:
             try:
                 backend = await asyncio.wait_for(self.runtime.backend.health(), 5)
-            except Exception as exc:  # noqa: BLE001 - any failure means unhealthy, reported as such
+            except Exception as exc:
                 backend = BackendHealth(ok=False, detail=f"health check failed: {exc}")
         status = self.phase.value if self.phase is not Phase.READY or backend.ok else "backend_unavailable"
         return HealthReport(

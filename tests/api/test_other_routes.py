@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from openjev.adapters.fake.backend import FakeBackend
+from openjev.adapters.fake.build import build_runtime
+from openjev.http.app import create_app
+from openjev.http.openapi_docs import EXAMPLE_REQUEST, SCALAR_VERSION, SWAGGER_VERSION
+from openjev.settings import load_settings
+from tests.api.conftest import Client
+
+
+async def test_models_in_both_shapes(client: Client) -> None:
+    body = (await client.get("/v1/models")).json()
+    names = [m["name"] for m in body["models"]]
+    assert names == ["openjev/fake", "jev-latest"]
+    assert all(m["release_date"] for m in body["models"])
+    assert body["object"] == "list"
+    assert [d["id"] for d in body["data"]] == names
+    assert {d["object"] for d in body["data"]} == {"model"}
+
+
+async def test_limits_lists_every_admission_limit(client: Client) -> None:
+    body = (await client.get("/v1/limits")).json()
+    assert body["limits"] == {
+        "max_questions": 64,
+        "min_options": 2,
+        "max_options": 64,
+        "max_body_bytes": 2 * 1024 * 1024,
+        "max_input_tokens": 32768,
+        "max_total_input_tokens": 262144,
+        "max_concurrent_requests": 16,
+        "max_concurrent_branches": 64,
+        "request_timeout_seconds": 120.0,
+    }
+    assert body["scope"] == "per API process"
+
+
+async def test_health_is_ready_and_live(client: Client) -> None:
+    health = (await client.get("/health")).json()
+    assert health["status"] == "ready" and health["backend_ok"] is True and health["startup_seconds"] is not None
+    assert (await client.get("/health/live")).json() == {"status": "alive"}
+
+
+class _SlowStart(FakeBackend):
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def start(self) -> None:
+        await self.release.wait()
+        await super().start()
+
+
+async def test_503_with_retry_after_while_starting() -> None:
+    from dataclasses import replace
+
+    from litestar.testing import AsyncTestClient
+
+    settings = load_settings({"OPENJEV_BACKEND": "fake"})
+    backend = _SlowStart()
+    app = create_app(settings, replace(build_runtime(settings), backend=backend))
+    async with AsyncTestClient(app=app) as client:
+        health = await client.get("/health")
+        request = await client.post("/v1/systemone", json=EXAMPLE_REQUEST)
+        bad = await client.post("/v1/systemone", json={"model": "jev-latest"})
+        live = await client.get("/health/live")
+        backend.release.set()
+        for _ in range(100):
+            if (await client.get("/health")).status_code == 200:
+                break
+            await asyncio.sleep(0.01)
+        ready = await client.post("/v1/systemone", json=EXAMPLE_REQUEST)
+    assert health.status_code == 503 and health.json()["status"] == "starting" and "retry-after" in health.headers
+    assert request.status_code == 503 and request.json()["detail"]["error_type"] == "not_ready"
+    assert request.headers["retry-after"]
+    assert bad.status_code == 422  # a bad request never gets a 5xx, even while starting
+    assert live.status_code == 200
+    assert ready.status_code == 200
+
+
+async def test_health_turns_503_when_the_backend_goes_away(client: Client) -> None:
+    app: Any = client.app
+    backend = app.state.server.runtime.backend
+    backend.started = False
+    response = await client.get("/health")
+    assert response.status_code == 503 and response.json()["status"] == "backend_unavailable"
+    backend.started = True
+    assert (await client.get("/health")).status_code == 200
+
+
+async def test_docs_pages_and_schema(client: Client) -> None:
+    scalar = await client.get("/")
+    swagger = await client.get("/docs")
+    schema = (await client.get("/openapi.json")).json()
+    assert scalar.status_code == 200 and f"@scalar/api-reference@{SCALAR_VERSION}" in scalar.text
+    assert "/openapi.json" in scalar.text
+    assert swagger.status_code == 200 and f"swagger-ui-dist@{SWAGGER_VERSION}" in swagger.text
+    body = schema["paths"]["/v1/systemone"]["post"]["requestBody"]["content"]["application/json"]
+    assert body["schema"] == {"$ref": "#/components/schemas/SystemOneRequest"}
+    assert body["examples"]["support_ticket"]["value"] == EXAMPLE_REQUEST
+    assert "SystemOneResponse" in schema["components"]["schemas"]
+    assert {"200", "400", "401", "413", "422", "503", "504", "529"} <= set(
+        schema["paths"]["/v1/systemone"]["post"]["responses"]
+    )
+
+
+async def test_unknown_routes_are_json_404(client: Client) -> None:
+    response = await client.get("/nowhere")
+    assert response.status_code == 404
+    assert response.json()["detail"]["error_type"] == "not_found"
+    assert (await client.post("/nowhere")).status_code == 404
