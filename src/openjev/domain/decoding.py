@@ -25,6 +25,8 @@ def decode_request(body: bytes) -> SystemOneRequest:
         raise InvalidRequest([_issue(str(exc), body)]) from None
     except msgspec.DecodeError as exc:
         raise InvalidRequest.one(("body",), f"JSON is malformed: {exc}", "json_invalid") from None
+    except RecursionError:
+        raise InvalidRequest.one(("body",), "JSON is nested too deeply", "json_invalid") from None
 
 
 def _issue(text: str, body: bytes) -> Issue:
