@@ -253,10 +253,7 @@ BAD_BODIES: dict[str, bytes] = {
 }
 
 
-@pytest.mark.parametrize(
-    "name",
-    [n for n in BAD_BODIES],
-)
+@pytest.mark.parametrize("name", list(BAD_BODIES))
 def test_bad_requests_never_get_a_5xx(server: ServerProcess, name: str) -> None:
     reply = http_request(server.url, "POST", "/v1/systemone", BAD_BODIES[name], json_headers())
     assert 400 <= reply.status < 500, (reply.status, reply.body[:500])
