@@ -23,6 +23,7 @@ class HFCodec:
 
     def __init__(self, tokenizer: Tokenizer, chat_template: str, *, bos_token: str = "", eos_token: str = "") -> None:
         self._tokenizer = tokenizer
+        self._plain = plain_text_twin(tokenizer)
         self._template = chat_template
         self._bos = bos_token
         self._eos = eos_token
@@ -62,9 +63,26 @@ class HFCodec:
         ids: list[int] = self._tokenizer.encode(text, add_special_tokens=False).ids
         return ids
 
+    def encode_text(self, text: str) -> list[int]:
+        ids: list[int] = self._plain.encode(text, add_special_tokens=False).ids
+        return ids
+
     def decode(self, token_ids: Sequence[int]) -> str:
         text: str = self._tokenizer.decode(list(token_ids), skip_special_tokens=False)
         return text
+
+
+def plain_text_twin(tokenizer: Tokenizer) -> Tokenizer:
+    """A copy that tokenizes every added token's spelling (`<|im_end|>`, `<think>`) as plain text.
+
+    `encode_special_tokens` only covers tokens flagged special, so every added token is flagged first.
+    """
+    spec = json.loads(tokenizer.to_str())
+    for added in spec.get("added_tokens") or []:
+        added["special"] = True
+    twin = Tokenizer.from_str(json.dumps(spec))
+    twin.encode_special_tokens = True
+    return twin
 
 
 def _token_text(value: Any) -> str:

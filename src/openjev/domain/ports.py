@@ -80,6 +80,12 @@ class PromptCodec(Protocol):
         """Render with the model's chat template, generation prompt added, thinking disabled."""
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of `text`, special tokens in the text recognised, nothing added around it."""
+        """Token ids of template text: special tokens in it recognised, nothing added around it."""
+
+    def encode_text(self, text: str) -> list[int]:
+        """Token ids of caller-supplied text: a special token's spelling (`<|im_end|>`) stays plain text.
+
+        This is what keeps a state from closing its own turn and writing an answer for the model.
+        """
 
     def decode(self, token_ids: Sequence[int]) -> str: ...

@@ -44,6 +44,9 @@ class ChatMLByteCodec:
             rest = rest[cut + len(special) :]
         return ids
 
+    def encode_text(self, text: str) -> list[int]:
+        return self._encode_plain(text.encode())
+
     def _encode_plain(self, data: bytes) -> list[int]:
         ids: list[int] = []
         i = 0
