@@ -22,7 +22,7 @@ log = get_logger("openjev.access")
 
 
 def request_id_of(scope: Scope) -> str:
-    state: dict[str, Any] = scope.setdefault("state", {})  # type: ignore[typeddict-item]
+    state: dict[str, Any] = scope.setdefault("state", {})
     request_id: str | None = state.get("request_id")
     if request_id is None:
         request_id = state["request_id"] = uuid.uuid4().hex

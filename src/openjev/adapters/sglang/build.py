@@ -1,0 +1,55 @@
+"""Runtime for `--backend sglang`: the SGLang HTTP client, with the model's Hugging Face tokenizer."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from openjev.adapters.sglang.client import SGLangBackend
+from openjev.adapters.sglang.flags import SGLANG_HOST
+from openjev.domain.errors import SettingsError
+from openjev.domain.ports import PromptCodec
+from openjev.runtime import Runtime
+from openjev.settings import SGLANG_DEFAULT_MODEL, SGLANG_DEFAULT_PUBLIC_NAME, Settings
+
+
+def sglang_url(settings: Settings) -> str:
+    """The SGLang to talk to: OPENJEV_SGLANG_URL (`--connect`), else the one openjev launches."""
+    if settings.sglang_url is None:
+        return f"http://{SGLANG_HOST}:{settings.sglang_port}"
+    url = settings.sglang_url.strip().rstrip("/")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SettingsError(f"OPENJEV_SGLANG_URL: expected http(s)://HOST:PORT, got {settings.sglang_url!r}")
+    if parts.query or parts.fragment:
+        raise SettingsError(f"OPENJEV_SGLANG_URL: a base URL takes no query or fragment: {settings.sglang_url!r}")
+    return url
+
+
+def build_runtime(settings: Settings) -> Runtime:
+    """Cheap and synchronous: nothing is contacted until `backend.start()`."""
+    model = settings.model or SGLANG_DEFAULT_MODEL
+    public = settings.served_model_name or SGLANG_DEFAULT_PUBLIC_NAME
+    backend = SGLangBackend(
+        sglang_url(settings),
+        api_key=settings.backend_api_key,
+        max_connections=settings.max_concurrent_branches + settings.max_concurrent_requests,
+        startup_timeout=settings.startup_timeout,
+        context_length=settings.context_length,
+        expected_model=model,
+    )
+    tokenizer = settings.tokenizer or model
+
+    def load_codec() -> PromptCodec:
+        from openjev.adapters.hf_codec import HFCodec
+
+        return HFCodec.load(tokenizer, settings.revision)
+
+    pinned = f" at revision {settings.revision}" if settings.revision else ""
+    return Runtime(
+        kind="sglang",
+        backend=backend,
+        load_codec=load_codec,
+        public_model=public,
+        model_description=f"{public}, served by SGLang from {model}{pinned}.",
+        accepted_models=frozenset({public, model}),
+    )

@@ -1,0 +1,412 @@
+"""The SGLang scoring backend: SGLang's native HTTP API (`/generate`) over one pooled aiohttp session.
+
+Every call is a single-token greedy `/generate` on token ids (never text), asking for the exact
+label ids with `token_ids_logprob`. Greedy (`temperature: 0`) matters: SGLang returns raw,
+untempered log-probabilities only when the request is greedy, otherwise it returns the
+temperature-scaled ones (reference sglang.md §2). The labels are read from
+`meta_info.output_token_ids_logprobs[0]` by token id, and a label SGLang did not return is an
+error, never a zero.
+
+SGLang's shapes and behaviours this module relies on are cited from
+/work/shared/reference/sglang.md (W523 = the sglang 0.5.23 wheel).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import aiohttp
+import msgspec
+
+from openjev.domain.errors import BackendError, BackendUnavailable, OpenJevError, StartupError
+from openjev.domain.ports import BackendHealth, CallUsage, LabelScores
+from openjev.logs import get_logger
+
+log = get_logger("openjev.sglang")
+
+# Connections kept beyond the branch limit: one warm-up per admitted request can run beside the
+# branches, and /health and /abort_request must never queue behind a full pool of slow calls.
+CONTROL_CONNECTIONS = 4
+# SGLang's Python server (uvicorn) closes idle keep-alive connections after 5 s
+# (SGLANG_TIMEOUT_KEEP_ALIVE, W523 environ.py:337). Dropping ours first avoids reusing a
+# connection the server is closing, which would fail a call with "server disconnected".
+KEEPALIVE_SECONDS = 4.0
+HEALTH_TIMEOUT = 4.0  # SGLang's /health runs a 1-token generation and sleeps 1 s before answering.
+STARTUP_PROBE_TIMEOUT = 25.0  # a /health that stalls answers 503 after SGLANG_HEALTH_CHECK_TIMEOUT=20 s.
+INFO_TIMEOUT = 10.0
+ABORT_TIMEOUT = 2.0
+CONNECT_TIMEOUT = 10.0
+
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+
+
+def rid_for(call_id: str) -> str:
+    """The SGLang request id for a call id, such that no rid is a prefix of another.
+
+    SGLang's scheduler aborts every request whose rid *starts with* the aborted rid (reference §3,
+    scheduler.py `req.rid.startswith(recv_req.rid)`), so aborting one call must not match another.
+    uuid4 hex ids (what the use case passes) are fixed-length and so prefix-free already: they are
+    used as they are. Any other id is framed with its length, which keeps the set prefix-free.
+    """
+    if _HEX32.fullmatch(call_id):
+        return call_id
+    return f"openjev-{len(call_id)}-{call_id}"
+
+
+class _Entry(msgspec.Struct, array_like=True, forbid_unknown_fields=False):
+    """One `[logprob, token_id, text]` element (reference §1.3, `LogprobEntry`)."""
+
+    logprob: float | None
+    token_id: int
+
+
+class _MetaInfo(msgspec.Struct):
+    prompt_tokens: int
+    cached_tokens: int | None = None
+    finish_reason: dict[str, Any] | None = None
+    output_token_ids_logprobs: list[list[_Entry] | None] | None = None
+
+
+class _GenerateResponse(msgspec.Struct):
+    meta_info: _MetaInfo
+
+
+_decode_generate = msgspec.json.Decoder(_GenerateResponse)
+_encode = msgspec.json.Encoder()
+
+
+class SGLangBackend:
+    """A `ScoringBackend` for an SGLang server (or SGLang's router) at `url`.
+
+    One keep-alive `aiohttp.ClientSession` lives from `start()` to `close()`. `max_connections` is
+    the most /generate calls the caller runs at once (`build_runtime`: the branch limit plus one
+    warm-up per admitted request); the pool holds CONTROL_CONNECTIONS more so that /health and
+    /abort_request never wait behind slow calls. `url` may be SGLang's router (docs/sglang.md).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        max_connections: int = 64,
+        startup_timeout: float = 1800.0,
+        context_length: int | None = None,
+        expected_model: str | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self._api_key = api_key
+        self._max_connections = max_connections
+        self._startup_timeout = startup_timeout
+        self._configured_context = context_length
+        self._expected_model = expected_model
+        self._session: aiohttp.ClientSession | None = None
+        self._context: int | None = context_length
+        self._abort_route_missing = False
+        self.model_info: dict[str, Any] = {}
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Wait for SGLang's /health within the start-up budget, then read what the model allows."""
+        if self._session is None:
+            self._session = self._new_session()
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        deadline = began + self._startup_timeout
+        delay, next_report = 0.5, began + 10.0
+        log.info("sglang_waiting", url=self.url, budget_s=self._startup_timeout)
+        while True:
+            remaining = deadline - loop.time()
+            problem = await self._probe_health(min(STARTUP_PROBE_TIMEOUT, max(remaining, 0.1)))
+            if problem is None:
+                break
+            now = loop.time()
+            if now >= deadline:
+                raise BackendUnavailable(
+                    f"SGLang at {self.url} did not become healthy within {self._startup_timeout:g} s "
+                    f"(last check: {problem}). If it is still loading, raise OPENJEV_STARTUP_TIMEOUT; "
+                    "otherwise check SGLang's log."
+                )
+            if now >= next_report:
+                log.info("sglang_still_waiting", url=self.url, waited_s=round(now - began), last=problem)
+                next_report = now + 30.0
+            await asyncio.sleep(min(delay, max(deadline - now, 0.0)))
+            delay = min(delay * 1.5, 2.0)
+        await self._read_info()
+        log.info(
+            "sglang_ready",
+            url=self.url,
+            waited_s=round(loop.time() - began, 1),
+            model=self.model_info.get("model_path"),
+            context_tokens=self._context,
+        )
+
+    async def close(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    def context_tokens(self) -> int | None:
+        return self._context
+
+    async def health(self) -> BackendHealth:
+        if self._session is None:
+            return BackendHealth(ok=False, detail="the SGLang client is not started")
+        problem = await self._probe_health(HEALTH_TIMEOUT)
+        if problem is None:
+            return BackendHealth(ok=True, detail=f"SGLang at {self.url} is healthy")
+        return BackendHealth(ok=False, detail=problem)
+
+    # -- calls ---------------------------------------------------------------------------------------
+
+    async def warm(self, call_id: str, token_ids: Sequence[int]) -> CallUsage:
+        body = {
+            "input_ids": list(token_ids),
+            "sampling_params": {"max_new_tokens": 1, "temperature": 0},
+            "rid": rid_for(call_id),
+        }
+        meta = await self._generate(body)
+        return _usage(meta)
+
+    async def score(self, call_id: str, token_ids: Sequence[int], label_ids: Sequence[int]) -> LabelScores:
+        body = {
+            "input_ids": list(token_ids),
+            # Greedy: SGLang then returns raw log_softmax values, not temperature-scaled ones (§2).
+            "sampling_params": {"max_new_tokens": 1, "temperature": 0},
+            "return_logprob": True,
+            "token_ids_logprob": list(label_ids),
+            "logprob_start_len": -1,  # output position only: no prompt logprobs, full cache reuse.
+            "rid": rid_for(call_id),
+        }
+        meta = await self._generate(body)
+        return LabelScores(logprobs=_label_logprobs(meta, label_ids), usage=_usage(meta))
+
+    async def abort(self, call_ids: Sequence[str]) -> None:
+        """POST /abort_request for each call; best effort, quick, never raises (but lets a cancel through)."""
+        session = self._session
+        if session is None or not call_ids:
+            return
+        await asyncio.gather(*(self._abort_one(session, rid_for(c)) for c in call_ids))
+
+    async def _abort_one(self, session: aiohttp.ClientSession, rid: str) -> None:
+        try:
+            async with session.post(
+                f"{self.url}/abort_request",
+                data=_encode.encode({"rid": rid}),
+                headers=self._headers(json=True),
+                timeout=aiohttp.ClientTimeout(total=ABORT_TIMEOUT),
+            ) as response:
+                await response.read()
+                if response.status == 404 and not self._abort_route_missing:
+                    self._abort_route_missing = True
+                    log.warning(
+                        "sglang_abort_unsupported",
+                        url=self.url,
+                        detail="no /abort_request (SGLang's router has none): aborted calls run to the end",
+                    )
+                elif response.status >= 400:
+                    log.debug("sglang_abort_refused", status=response.status)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            log.debug("sglang_abort_failed", error=repr(exc))
+
+    # -- HTTP plumbing ------------------------------------------------------------------------------
+
+    def _new_session(self) -> aiohttp.ClientSession:
+        connector = aiohttp.TCPConnector(
+            limit=self._max_connections + CONTROL_CONNECTIONS,
+            keepalive_timeout=KEEPALIVE_SECONDS,
+        )
+        # No total timeout: the use case owns the deadline and cancels the call; only connecting
+        # is bounded here so that an unreachable host fails fast as unavailable.
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT)
+        return aiohttp.ClientSession(connector=connector, timeout=timeout, raise_for_status=False)
+
+    def _headers(self, *, json: bool = False) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"} if json else {}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    def _require_session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise BackendUnavailable("the SGLang client is not started (or already closed)")
+        return self._session
+
+    async def _generate(self, body: Mapping[str, Any]) -> _MetaInfo:
+        session = self._require_session()
+        try:
+            # `async with` releases (or, on cancellation, closes) the connection whatever happens.
+            async with session.post(
+                f"{self.url}/generate", data=_encode.encode(body), headers=self._headers(json=True)
+            ) as response:
+                raw = await response.read()
+                status = response.status
+        except aiohttp.ClientConnectorError as exc:
+            raise BackendUnavailable(f"cannot connect to SGLang at {self.url}: {exc.os_error}") from None
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientOSError) as exc:
+            raise BackendUnavailable(f"SGLang at {self.url} dropped the connection: {exc}") from None
+        except TimeoutError:
+            raise BackendUnavailable(f"cannot connect to SGLang at {self.url}: connection timed out") from None
+        except aiohttp.ClientError as exc:
+            raise BackendError(f"HTTP error talking to SGLang at {self.url}: {exc!r}") from None
+        if status != 200:
+            raise _status_error(status, raw, "/generate")
+        try:
+            meta = _decode_generate.decode(raw).meta_info
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise BackendError(f"SGLang /generate returned a malformed reply ({exc}): {_snippet(raw)}") from None
+        reason = meta.finish_reason or {}
+        if reason.get("type") == "abort":
+            raise BackendError(f"SGLang aborted the call: {reason.get('message') or 'no reason given'}")
+        return meta
+
+    async def _get_json(self, path: str) -> Any:
+        """GET an info route; None when the route is missing (404) or its reply is not JSON."""
+        session = self._require_session()
+        try:
+            async with session.get(
+                f"{self.url}{path}",
+                headers=self._headers(),
+                timeout=aiohttp.ClientTimeout(total=INFO_TIMEOUT),
+            ) as response:
+                raw = await response.read()
+                status = response.status
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise BackendUnavailable(f"SGLang at {self.url} did not answer GET {path}: {exc!r}") from None
+        if status in (401, 403):
+            raise StartupError(
+                f"SGLang at {self.url} refused GET {path} with {status}: set OPENJEV_BACKEND_API_KEY to the "
+                "--api-key SGLang runs with (or unset it if SGLang has none)"
+            )
+        if status != 200:
+            return None
+        try:
+            return msgspec.json.decode(raw)
+        except msgspec.DecodeError:
+            return None
+
+    async def _probe_health(self, limit: float) -> str | None:
+        """None when GET /health answers 200, else what went wrong (for logs and /health details)."""
+        session = self._require_session()
+        try:
+            async with session.get(f"{self.url}/health", timeout=aiohttp.ClientTimeout(total=limit)) as response:
+                await response.read()
+                if response.status == 200:
+                    return None
+                return f"SGLang /health answered {response.status}"
+        except aiohttp.ClientConnectorError as exc:
+            return f"cannot connect to SGLang at {self.url}: {exc.os_error}"
+        except TimeoutError:
+            return f"SGLang /health did not answer within {limit:g} s"
+        except (aiohttp.ClientError, OSError) as exc:
+            return f"SGLang /health failed: {exc!r}"
+
+    async def _read_info(self) -> None:
+        """Model identity from /model_info, request size limit from /server_info or /v1/models."""
+        info = await self._get_json("/model_info")
+        self.model_info = info if isinstance(info, dict) else {}
+        served = {self.model_info.get("model_path"), self.model_info.get("served_model_name")} - {None}
+        if self._expected_model and served and self._expected_model not in served:
+            log.warning(
+                "sglang_model_mismatch",
+                detail="SGLang serves another model than OPENJEV_MODEL: the tokenizer must match it",
+                sglang=sorted(map(str, served)),
+                openjev=self._expected_model,
+            )
+        limit = _server_limit(await self._get_json("/server_info"))
+        if limit is None:
+            limit = _models_limit(await self._get_json("/v1/models"))
+        if limit is not None and self._configured_context is not None:
+            limit = min(limit, self._configured_context)
+        self._context = limit if limit is not None else self._configured_context
+
+
+def _server_limit(info: Any) -> int | None:
+    """Largest prompt + one output token SGLang admits, from /server_info.
+
+    SGLang refuses a prompt of `max_req_input_len` tokens or more (W523 scheduler
+    `validate_input_length`), so prompt + the one output token fits in `max_req_input_len`.
+    """
+    if not isinstance(info, dict):
+        return None
+    value = info.get("max_req_input_len")
+    if isinstance(value, int) and value > 0:
+        return value
+    value = info.get("context_length")
+    if isinstance(value, int) and value > 0:
+        return value
+    return None
+
+
+def _models_limit(models: Any) -> int | None:
+    """`max_model_len` of the first card of /v1/models (the model's context length)."""
+    if isinstance(models, dict) and isinstance(models.get("data"), list) and models["data"]:
+        card = models["data"][0]
+        value = card.get("max_model_len") if isinstance(card, dict) else None
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def _usage(meta: _MetaInfo) -> CallUsage:
+    # cached_tokens is absent from some frontends: report None (unknown), never an invented 0.
+    return CallUsage(prompt_tokens=meta.prompt_tokens, cached_tokens=meta.cached_tokens)
+
+
+def _label_logprobs(meta: _MetaInfo, label_ids: Sequence[int]) -> tuple[float, ...]:
+    positions = meta.output_token_ids_logprobs
+    if not positions or positions[0] is None:
+        raise BackendError(
+            "SGLang returned no output_token_ids_logprobs: the backend (or a router in front of it) "
+            "dropped return_logprob/token_ids_logprob"
+        )
+    by_id: dict[int, float | None] = {entry.token_id: entry.logprob for entry in positions[0]}
+    values: list[float] = []
+    for label in label_ids:
+        if label not in by_id:
+            raise BackendError(f"SGLang did not return the log-probability of label token id {label}")
+        value = by_id[label]
+        if value is None or math.isnan(value) or value == math.inf:
+            raise BackendError(f"SGLang returned an invalid log-probability {value!r} for label token id {label}")
+        values.append(value)
+    return tuple(values)
+
+
+def _status_error(status: int, raw: bytes, route: str) -> OpenJevError:
+    message = _error_message(raw)
+    if status in (401, 403):
+        return BackendError(
+            f"SGLang refused {route} with {status} ({message}): set OPENJEV_BACKEND_API_KEY to the --api-key "
+            "SGLang runs with"
+        )
+    if status in (429, 503):
+        return BackendUnavailable(f"SGLang is unavailable ({status} on {route}): {message}")
+    if status == 400:
+        return BackendError(f"SGLang rejected the call (400 on {route}): {message}")
+    return BackendError(f"SGLang answered {status} on {route}: {message}")
+
+
+def _error_message(raw: bytes) -> str:
+    """SGLang's error text: `{"error": "..."}`, `{"error": {"message": ...}}`, `{"detail": ...}` or raw."""
+    try:
+        body = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return _snippet(raw)
+    if isinstance(body, dict):
+        for key in ("error", "detail", "message"):
+            value = body.get(key)
+            if isinstance(value, dict) and isinstance(value.get("message"), str):
+                return str(value["message"])
+            if isinstance(value, str):
+                return value
+    return _snippet(raw)
+
+
+def _snippet(raw: bytes, limit: int = 300) -> str:
+    text = raw.decode("utf-8", errors="replace").strip()
+    return text if len(text) <= limit else text[:limit] + "…"

@@ -1,0 +1,112 @@
+"""The exact SGLang command line per frontend, profile and SGLang version."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from openjev.adapters.sglang import SGLangBackend
+from openjev.adapters.sglang.build import build_runtime, sglang_url
+from openjev.adapters.sglang.flags import (
+    PROFILES,
+    flag_names,
+    is_hybrid_model,
+    parse_version,
+    profile_flags,
+    sglang_command,
+)
+from openjev.domain.errors import SettingsError
+from openjev.settings import load_settings
+
+PY = "/opt/sglang/bin/python"
+
+
+def test_default_command_for_the_production_model_on_the_rust_frontend() -> None:
+    command = sglang_command(load_settings({}), python=PY)
+    assert command.argv == (
+        PY, "-m", "sglang.launch_server",
+        "--model-path", "nvidia/Qwen3.6-35B-A3B-NVFP4",
+        "--served-model-name", "Qwen/Qwen3.6-35B-A3B",
+        "--host", "127.0.0.1", "--port", "30000",
+        "--mamba-radix-cache-strategy", "extra_buffer",
+        "--log-level", "info",
+    )  # fmt: skip
+    assert command.env == {"SGLANG_RUST_SERVER": "1"}
+    assert "--skip-tokenizer-init" not in command.argv
+
+
+def test_python_frontend_b200_profile_with_every_setting() -> None:
+    env = {
+        "OPENJEV_FRONTEND": "python",
+        "OPENJEV_PROFILE": "b200-nvfp4",
+        "OPENJEV_MODEL": "Qwen/Qwen3.6-35B-A3B-FP8",
+        "OPENJEV_REVISION": "abc123",
+        "OPENJEV_SERVED_MODEL_NAME": "jev-qwen",
+        "OPENJEV_BACKEND_API_KEY": "s3cret",
+        "OPENJEV_CONTEXT_LENGTH": "65536",
+        "OPENJEV_SGLANG_PORT": "31000",
+        "OPENJEV_LOG_LEVEL": "warning",
+    }
+    command = sglang_command(load_settings(env), python=PY)
+    assert command.argv == (
+        PY, "-m", "sglang.launch_server",
+        "--model-path", "Qwen/Qwen3.6-35B-A3B-FP8",
+        "--revision", "abc123",
+        "--served-model-name", "jev-qwen",
+        "--host", "127.0.0.1", "--port", "31000",
+        "--api-key", "s3cret",
+        "--context-length", "65536",
+        "--mamba-radix-cache-strategy", "extra_buffer",
+        "--log-level", "warning",
+        "--schedule-policy", "lpm", "--cuda-graph-max-bs-decode", "16", "--enable-metrics",
+    )  # fmt: skip
+    assert command.env == {"SGLANG_RUST_SERVER": "0"}
+    assert "s3cret" not in command.redacted()
+    assert "--api-key '***'" in command.redacted()
+
+
+def test_older_sglang_gets_the_flag_names_it_knows() -> None:
+    command = sglang_command(load_settings({"OPENJEV_PROFILE": "b200-nvfp4"}), python=PY, version="0.5.13.post1")
+    assert "--mamba-scheduler-strategy" in command.argv
+    assert "--cuda-graph-max-bs" in command.argv
+    assert "--mamba-radix-cache-strategy" not in command.argv
+    assert flag_names("0.5.15").mamba_strategy == "--mamba-radix-cache-strategy"
+    assert flag_names("0.6.0rc1").mamba_strategy == "--mamba-radix-cache-strategy"
+    assert flag_names(None).mamba_strategy == "--mamba-radix-cache-strategy"
+    assert parse_version("0.5.13.post1") == (0, 5, 13)
+    assert parse_version("0.6.0rc1") == (0, 6, 0)
+
+
+def test_unknown_profile_names_the_variable() -> None:
+    with pytest.raises(SettingsError, match=r"OPENJEV_PROFILE: unknown profile 'h100' \(known: b200-nvfp4, default\)"):
+        profile_flags("h100")
+    assert set(PROFILES) == {"default", "b200-nvfp4"}
+
+
+def test_extra_buffer_only_for_hybrid_architectures(tmp_path: Path) -> None:
+    assert is_hybrid_model("nvidia/Qwen3.6-35B-A3B-NVFP4")
+    assert is_hybrid_model("Qwen/Qwen3-Next-80B-A3B-Instruct")
+    assert not is_hybrid_model("Qwen/Qwen3-8B")
+    assert not is_hybrid_model("meta-llama/Llama-3.1-8B-Instruct")
+    local = tmp_path / "ckpt"
+    local.mkdir()
+    (local / "config.json").write_text(json.dumps({"architectures": ["Qwen3_5MoeForConditionalGeneration"]}))
+    assert is_hybrid_model(str(local))
+    (local / "config.json").write_text(json.dumps({"architectures": ["Qwen3ForCausalLM"]}))
+    assert not is_hybrid_model(str(local))
+    command = sglang_command(load_settings({"OPENJEV_MODEL": "Qwen/Qwen3-8B"}), python=PY)
+    assert not any("mamba" in arg for arg in command.argv)
+
+
+def test_runtime_names_and_urls() -> None:
+    runtime = build_runtime(load_settings({"OPENJEV_SGLANG_URL": "http://127.0.0.1:30001/"}))
+    assert runtime.kind == "sglang"
+    assert runtime.public_model == "Qwen/Qwen3.6-35B-A3B"
+    assert runtime.accepted_models == {"Qwen/Qwen3.6-35B-A3B", "nvidia/Qwen3.6-35B-A3B-NVFP4"}
+    assert isinstance(runtime.backend, SGLangBackend)
+    assert runtime.backend.url == "http://127.0.0.1:30001"
+    assert sglang_url(load_settings({"OPENJEV_SGLANG_PORT": "31234"})) == "http://127.0.0.1:31234"
+    with pytest.raises(SettingsError, match="OPENJEV_SGLANG_URL"):
+        sglang_url(load_settings({"OPENJEV_SGLANG_URL": "127.0.0.1:30000"}))
