@@ -14,6 +14,8 @@ import msgspec
 from openjev.domain.errors import SettingsError
 
 PREFIX = "OPENJEV_"
+# Read by modal_app.py on the deploying machine, never by the server: tolerated, not a typo.
+DEPLOYMENT_VARIABLES = frozenset({"OPENJEV_MIN_CONTAINERS"})
 
 SGLANG_DEFAULT_MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 SGLANG_DEFAULT_PUBLIC_NAME = "Qwen/Qwen3.6-35B-A3B"
@@ -95,7 +97,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
             raw[field.name] = env[name]
     known = set(Settings.__struct_fields__)
     for name in env:
-        if name.startswith(PREFIX) and name[len(PREFIX) :].lower() not in known:
+        if name.startswith(PREFIX) and name[len(PREFIX) :].lower() not in known and name not in DEPLOYMENT_VARIABLES:
             raise SettingsError(f"{name} is not a known setting (see docs/settings.md)")
     for key, value in overrides.items():
         if value is not None:

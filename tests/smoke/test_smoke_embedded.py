@@ -1,0 +1,43 @@
+"""`openjev smoke` against the real default server: `openjev serve`, embedded SmolLM2-135M on CPU.
+
+Every check must pass, the semantic ones included: they were tuned on this model (see
+openjev.smoke.checks). Two runs must agree exactly, so a pass is not a lucky draw.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from openjev.smoke.runner import EXIT_OK, SmokeOptions, run_smoke
+from tests.smoke.servers import openjev_server
+
+pytestmark = pytest.mark.integration
+
+MARGIN = 0.1  # how clearly the obvious answers must win, so small numeric drift cannot flip them
+
+
+async def test_the_embedded_default_passes_every_check(tmp_path: Path) -> None:
+    log = tmp_path / "serve.log"
+    with openjev_server(log=log) as url:
+        first = await run_smoke(SmokeOptions(url=url, out=tmp_path / "first.json", startup_timeout=300))
+        second = await run_smoke(SmokeOptions(url=url, out=None, startup_timeout=60))
+    failures = [(c.name, c.reason) for c in first.checks if not c.ok]
+    assert failures == [], log.read_text()[-2000:]
+    assert first.exit_code == EXIT_OK
+    assert first.server_model == "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+    answers = {c.name: c.answers["q"] for c in first.checks if c.answers is not None}
+    assert answers == {c.name: c.answers["q"] for c in second.checks if c.answers is not None}
+    assert answers["obvious_yes"]["noul"] > 0.5 + MARGIN
+    assert answers["obvious_no"]["noul"] < 0.5 - MARGIN
+    for name in ("obvious_choice_first", "obvious_choice_last"):
+        p = sorted(answers[name]["probabilities"].values(), reverse=True)
+        assert p[0] - p[1] > MARGIN, (name, p)
+
+    calls = [
+        c.call for c in first.checks if c.call is not None and c.call.status == 200 and c.call.path != "/v1/models"
+    ]
+    assert all(call.prefix_tokens and call.prefix_tokens > 0 for call in calls)
+    assert all(call.cached_tokens is not None for call in calls)  # the embedded engine reports cache hits

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import pytest
+
+from openjev.domain.errors import SettingsError
+from openjev.settings import Settings, load_settings
+
+
+def test_defaults_follow_the_spec() -> None:
+    s = load_settings({})
+    assert (s.max_questions, s.max_options, s.max_body_bytes) == (64, 64, 2 * 1024 * 1024)
+    assert (s.max_input_tokens, s.max_total_input_tokens) == (32768, 262144)
+    assert (s.max_concurrent_requests, s.max_concurrent_branches, s.request_timeout) == (16, 64, 120.0)
+    assert (s.temperature, s.frontend, s.confidence, s.api_key) == (1.0, "rust", "entropy", None)
+
+
+def test_values_are_read_and_converted() -> None:
+    s = load_settings({"OPENJEV_MAX_OPTIONS": "255", "OPENJEV_TEMPERATURE": "0.5", "OPENJEV_FAKE_SWAP_LABELS": "true"})
+    assert (s.max_options, s.temperature, s.fake_swap_labels) == (255, 0.5, True)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("OPENJEV_MAX_OPTIONS", "256"),
+        ("OPENJEV_MAX_OPTIONS", "1"),
+        ("OPENJEV_TEMPERATURE", "abc"),
+        ("OPENJEV_TEMPERATURE", "0"),
+        ("OPENJEV_FRONTEND", "go"),
+        ("OPENJEV_BACKEND", "vllm"),
+        ("OPENJEV_PORT", "70000"),
+        ("OPENJEV_MAX_QUESTONS", "5"),
+    ],
+)
+def test_a_bad_value_names_its_variable(name: str, value: str) -> None:
+    with pytest.raises(SettingsError, match=name):
+        load_settings({name: value})
+
+
+def test_the_deployment_variable_is_tolerated() -> None:
+    assert load_settings({"OPENJEV_MIN_CONTAINERS": "1"}) == Settings()
+
+
+def test_overrides_win_and_none_means_unset() -> None:
+    s = load_settings({"OPENJEV_PORT": "9000", "OPENJEV_HOST": "0.0.0.0"}, port=9100, host=None)
+    assert (s.port, s.host) == (9100, "0.0.0.0")
+
+
+@pytest.mark.parametrize(
+    ("env", "kind"),
+    [
+        ({}, "embedded"),
+        ({"OPENJEV_SGLANG_URL": "http://127.0.0.1:30000"}, "sglang"),
+        ({"OPENJEV_SGLANG_PYTHON": "/opt/sglang/bin/python"}, "sglang"),
+        ({"OPENJEV_BACKEND": "fake", "OPENJEV_SGLANG_URL": "http://x"}, "fake"),
+    ],
+)
+def test_auto_picks_sglang_only_when_configured(env: dict[str, str], kind: str) -> None:
+    assert load_settings(env).resolved_backend() == kind
