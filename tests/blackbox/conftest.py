@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from openjev.http.openapi_docs import EXAMPLE_REQUEST
+
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
@@ -31,23 +33,8 @@ REQUEST_ID = re.compile(r"^[0-9a-f]{32}$")
 API_KEY = "blackbox-secret-key-0123456789"
 
 # The SPEC §1 example, as sent on the wire.
-SPEC_STATE: list[dict[str, str]] = [
-    {"role": "system", "content": "You are a support assistant."},
-    {"role": "user", "content": "I was charged twice. Please refund the duplicate."},
-]
-SPEC_QUESTIONS: dict[str, Any] = {
-    "refund": {"type": "noul", "instructions": "Does the user request a refund?"},
-    "department": {
-        "type": "choice",
-        "instructions": "Which department should handle this?",
-        "criteria": {"billing": "Payments and refunds", "technical": "Software bugs"},
-    },
-    "urgency": {
-        "type": "score",
-        "instructions": "How urgent is the request?",
-        "criteria": ["Routine", "Urgent", "Emergency"],
-    },
-}
+SPEC_STATE: list[dict[str, str]] = EXAMPLE_REQUEST["state"]
+SPEC_QUESTIONS: dict[str, Any] = EXAMPLE_REQUEST["questions"]
 
 
 def spec_request(**overrides: Any) -> dict[str, Any]:

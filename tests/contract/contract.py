@@ -15,8 +15,11 @@ import uuid
 import msgspec
 import pytest
 
+from openjev.adapters.fake.codec import ChatMLByteCodec
 from openjev.domain.errors import BackendError
-from openjev.domain.ports import CallUsage, LabelScores, ScoringBackend
+from openjev.domain.labels import verify_labels
+from openjev.domain.ports import CallUsage, ChatMessage, LabelScores, ScoringBackend
+from openjev.domain.prompt import layout
 
 
 class ContractPrompt(msgspec.Struct, frozen=True, kw_only=True):
@@ -24,6 +27,19 @@ class ContractPrompt(msgspec.Struct, frozen=True, kw_only=True):
     suffix_ids: tuple[int, ...]  # a question suffix; prefix + suffix is a full branch prompt
     label_ids: tuple[int, ...]  # >= 3 distinct label ids
     missing_label_id: int  # an id the backend cannot return (e.g. out of vocabulary)
+
+
+def chatml_prompt(missing_label_id: int) -> ContractPrompt:
+    """A sky question rendered with the built-in ChatML codec, for backends that take any token ids."""
+    codec = ChatMLByteCodec()
+    split = layout(codec, [ChatMessage(role="user", content="The sky is blue today.")])
+    labels = verify_labels(codec, 4)
+    return ContractPrompt(
+        prefix_ids=tuple(codec.encode(split.prefix_text)),
+        suffix_ids=tuple(codec.encode("Is the sky green?" + split.tail_text)),
+        label_ids=labels.token_ids[:4],
+        missing_label_id=missing_label_id,
+    )
 
 
 def new_id() -> str:

@@ -10,7 +10,7 @@ families below are accepted; anything else refuses to start rather than tokenizi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,10 +18,9 @@ from typing import Any
 import gguf
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
-from openjev.adapters.chat_template import render_chat_template
 from openjev.adapters.embedded.model import read_gguf_metadata
+from openjev.adapters.hf_codec import HFCodec
 from openjev.domain.errors import StartupError
-from openjev.domain.ports import ChatMessage
 
 # GPT-2's split, with the trailing `|\s+` that llama.cpp's own GPT-2 splitter implements.
 _GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
@@ -59,24 +58,22 @@ _CONTROL = int(gguf.TokenType.CONTROL)
 _ADDED = {int(gguf.TokenType.USER_DEFINED), int(gguf.TokenType.UNKNOWN)}
 
 
-class GGUFCodec:
-    """The PromptCodec of a GGUF chat model. Build it with `GGUFCodec.from_gguf(path)`."""
+class GGUFCodec(HFCodec):
+    """The PromptCodec of a GGUF chat model: an HFCodec whose tokenizer is rebuilt from the GGUF.
+
+    Build it with `GGUFCodec.from_gguf(path)`.
+    """
 
     def __init__(
         self,
         tokenizer: Tokenizer,
         chat_template: str,
         *,
-        plain_tokenizer: Tokenizer | None = None,
         bos_token: str = "",
         eos_token: str = "",
         vocab_size: int | None = None,
     ) -> None:
-        self._tokenizer = tokenizer
-        self._plain = plain_tokenizer or tokenizer
-        self._template = chat_template
-        self._bos = bos_token
-        self._eos = eos_token
+        super().__init__(tokenizer, chat_template, bos_token=bos_token, eos_token=eos_token)
         self.vocab_size = vocab_size if vocab_size is not None else tokenizer.get_vocab_size(with_added_tokens=True)
 
     @classmethod
@@ -93,36 +90,14 @@ class GGUFCodec:
         return cls(
             build_tokenizer(metadata, source=source),
             template,
-            plain_tokenizer=build_tokenizer(metadata, source=source, plain=True),
             bos_token=_token_text(tokens, metadata.get(gguf.Keys.Tokenizer.BOS_ID)),
             eos_token=_token_text(tokens, metadata.get(gguf.Keys.Tokenizer.EOS_ID)),
             vocab_size=len(tokens),
         )
 
-    def render(self, messages: Sequence[ChatMessage]) -> str:
-        return render_chat_template(self._template, messages, bos_token=self._bos, eos_token=self._eos)
 
-    def encode(self, text: str) -> list[int]:
-        ids: list[int] = self._tokenizer.encode(text, add_special_tokens=False).ids
-        return ids
-
-    def encode_text(self, text: str) -> list[int]:
-        """Caller text: `<|im_end|>` written in a state is plain text, never the control token."""
-        ids: list[int] = self._plain.encode(text, add_special_tokens=False).ids
-        return ids
-
-    def decode(self, token_ids: Sequence[int]) -> str:
-        text: str = self._tokenizer.decode(list(token_ids), skip_special_tokens=False)
-        return text
-
-
-def build_tokenizer(metadata: Mapping[str, Any], *, source: str = "the GGUF file", plain: bool = False) -> Tokenizer:
-    """A byte-level BPE `Tokenizer` equivalent to llama.cpp's for this GGUF's vocabulary.
-
-    `plain=True` builds the twin for caller text: no added token's spelling is ever recognised, so
-    text tokenizes as llama.cpp does with `parse_special` off (for a vocabulary without user-defined
-    tokens; those are never recognised here, which is the safe side).
-    """
+def build_tokenizer(metadata: Mapping[str, Any], *, source: str = "the GGUF file") -> Tokenizer:
+    """A byte-level BPE `Tokenizer` equivalent to llama.cpp's for this GGUF's vocabulary."""
     kind = metadata.get(gguf.Keys.Tokenizer.MODEL)
     if kind != "gpt2":
         raise StartupError(
@@ -151,10 +126,6 @@ def build_tokenizer(metadata: Mapping[str, Any], *, source: str = "the GGUF file
     types: list[int] = list(metadata.get(gguf.Keys.Tokenizer.TOKEN_TYPE) or [])
     control = [t for t, kind_ in zip(tokens, types, strict=False) if kind_ == _CONTROL and t]
     other = [t for t, kind_ in zip(tokens, types, strict=False) if kind_ in _ADDED and t]
-    if plain:  # every added token flagged special, and special tokens not split out of the text
-        tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in control + other])
-        tokenizer.encode_special_tokens = True
-        return tokenizer
     tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in control])
     tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in other])
     return tokenizer
