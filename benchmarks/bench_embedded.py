@@ -41,26 +41,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SPEC_EXAMPLE: dict[str, Any] = {
-    "model": "jev-latest",
-    "state": [
-        {"role": "system", "content": "You are a support assistant."},
-        {"role": "user", "content": "I was charged twice. Please refund the duplicate."},
-    ],
-    "questions": {
-        "refund": {"type": "noul", "instructions": "Does the user request a refund?"},
-        "department": {
-            "type": "choice",
-            "instructions": "Which department should handle this?",
-            "criteria": {"billing": "Payments and refunds", "technical": "Software bugs"},
-        },
-        "urgency": {
-            "type": "score",
-            "instructions": "How urgent is the request?",
-            "criteria": ["Routine", "Urgent", "Emergency"],
-        },
-    },
-}
+from openjev.http.openapi_docs import EXAMPLE_REQUEST
+
+SPEC_EXAMPLE: dict[str, Any] = EXAMPLE_REQUEST
 
 TWELVE_QUESTIONS: dict[str, Any] = {
     "model": "jev-latest",

@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from openjev.http.openapi_docs import EXAMPLE_REQUEST
 from tests.assets import qwen3_tokenizer_dir
 from tests.sglang.launching import OPENJEV, clean_env, free_port, health_status, http, wait_until
 from tests.sglang_emulator import EmulatorConfig, EmulatorThread, logprob_of
@@ -24,22 +25,17 @@ from tests.sglang_emulator import EmulatorConfig, EmulatorThread, logprob_of
 pytestmark = pytest.mark.integration
 
 REQUEST_TIMEOUT = 5.0
+# The spec example with a third option (null description) and a fourth level.
 REQUEST: dict[str, Any] = {
-    "model": "jev-latest",
-    "state": [
-        {"role": "system", "content": "You are a support assistant."},
-        {"role": "user", "content": "I was charged twice. Please refund the duplicate."},
-    ],
+    **EXAMPLE_REQUEST,
     "questions": {
-        "refund": {"type": "noul", "instructions": "Does the user request a refund?"},
+        **EXAMPLE_REQUEST["questions"],
         "department": {
-            "type": "choice",
-            "instructions": "Which department should handle this?",
+            **EXAMPLE_REQUEST["questions"]["department"],
             "criteria": {"billing": "Payments and refunds", "technical": "Software bugs", "sales": None},
         },
         "urgency": {
-            "type": "score",
-            "instructions": "How urgent is the request?",
+            **EXAMPLE_REQUEST["questions"]["urgency"],
             "criteria": ["Routine", "Soon", "Urgent", "Emergency"],
         },
     },
