@@ -112,6 +112,32 @@ def test_an_environment_without_sglang_is_named(tmp_path: Path) -> None:
         assert f"SGLang is not installed for {served.python}" in served.output()
 
 
+def start_driver(source: str, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    """Run a launcher driver script; return it and its "serving" line (once serve_api is running)."""
+    driver = subprocess.Popen(
+        [sys.executable, "-c", source], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert driver.stdout is not None
+    line = driver.stdout.readline()
+    while not line.startswith("serving"):
+        if not line:
+            driver.kill()
+            driver.wait()
+            raise AssertionError("the driver exited before serving")
+        line = driver.stdout.readline()
+    return driver, line
+
+
+def launched_pid(record: Path) -> int:
+    """The pid the stand-in SGLang recorded once it was launched."""
+    pid: int = wait_until(
+        lambda: record.is_file() and record.read_text() and json.loads(record.read_text())["pid"],
+        20,
+        "SGLang to be launched",
+    )
+    return pid
+
+
 _DRIVER = """
 import signal, sys
 from openjev.adapters.sglang.launcher import run_with_sglang
@@ -135,19 +161,11 @@ def test_an_sglang_that_ignores_sigterm_is_killed_after_the_stop_timeout(tmp_pat
         "STANDIN_RECORD": str(record),
         "STANDIN_IGNORE_SIGTERM": "1",
     })  # fmt: skip
-    driver = subprocess.Popen(
-        [sys.executable, "-c", _DRIVER], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    driver, line = start_driver(_DRIVER, env)
     try:
-        assert driver.stdout is not None
-        line = driver.stdout.readline()
-        while not line.startswith("serving"):
-            assert line, "the driver exited before serving"
-            line = driver.stdout.readline()
         assert "'OPENJEV_SGLANG_URL': 'http://127.0.0.1:" in line
         assert "'OPENJEV_BACKEND': 'sglang'" in line
-        pid = wait_until(lambda: record.is_file() and record.read_text() and json.loads(record.read_text())["pid"],
-                         20, "SGLang to be launched")  # fmt: skip
+        pid = launched_pid(record)
         driver.send_signal(signal.SIGTERM)
         assert driver.wait(timeout=10) == 0
         assert process_gone(pid)
@@ -182,18 +200,10 @@ def test_an_api_that_does_not_stop_after_sglang_died_is_cut_short(tmp_path: Path
         "OPENJEV_SGLANG_PORT": str(free_port()),
         "STANDIN_RECORD": str(record),
     })  # fmt: skip
-    driver = subprocess.Popen(
-        [sys.executable, "-c", _STUBBORN_DRIVER], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    driver, line = start_driver(_STUBBORN_DRIVER, env)
     try:
-        assert driver.stdout is not None
-        line = driver.stdout.readline()
-        while not line.startswith("serving"):
-            assert line, "the driver exited before serving"
-            line = driver.stdout.readline()
         worker = int(line.split()[1])
-        pid = wait_until(lambda: record.is_file() and record.read_text() and json.loads(record.read_text())["pid"],
-                         20, "SGLang to be launched")  # fmt: skip
+        pid = launched_pid(record)
         os.kill(pid, signal.SIGKILL)
         began = time.monotonic()
         assert driver.wait(timeout=10) == 1
