@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import time
 from typing import Any
@@ -70,14 +71,13 @@ async def _unless_disconnected(receive: Receive, work: Any) -> Evaluation:
     try:
         await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        if not task.done():
-            task.cancel()
         watcher.cancel()
-    if task.cancelled() or not task.done():
-        try:
-            await task
-        except asyncio.CancelledError:
-            pass
+        client_left = not task.done()
+        if client_left:
+            task.cancel()
+    if client_left:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task  # let the cancellation abort the branches before answering
         raise ClientGone("the client disconnected; the evaluation was cancelled")
     return task.result()
 
