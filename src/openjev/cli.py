@@ -38,6 +38,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     register_smoke(commands)
 
+    from openjev.quality.cli import register as register_eval
+
+    register_eval(commands)
+
     args = parser.parse_args(argv)
     try:
         code: int = args.run(args)

@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import email.utils
 import math
-import re
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,15 +20,14 @@ from typing import Any
 import aiohttp
 import msgspec
 
+from openjev.client.retry import RETRIED_STATUSES, header_int, retry_after_seconds
 from openjev.smoke.checks import ALIAS_MODEL, Check, build_checks, catalog_check, listed_model
 
 REQUEST_ID_HEADER = "x-typesafe-request-id"
 PREFIX_TOKENS_HEADER = "x-openjev-prefix-tokens"
 CACHED_TOKENS_HEADER = "x-openjev-cached-tokens"
 WAKING_STATUSES = frozenset({502, 503, 504, 529})  # a proxy or server still starting, or busy
-RETRIED_STATUSES = frozenset({503, 529})  # a check's request is sent again after Retry-After
 EXIT_OK, EXIT_FAILED, EXIT_NOT_READY = 0, 1, 2
-_DIGITS = re.compile(r"\d+")
 
 
 @dataclass(frozen=True)
@@ -88,28 +84,6 @@ class SmokeResult(msgspec.Struct):
             return EXIT_OK
         startup = next((c for c in self.checks if c.name == "startup"), None)
         return EXIT_NOT_READY if startup is not None and not startup.ok else EXIT_FAILED
-
-
-def header_int(headers: Mapping[str, str], name: str) -> int | None:
-    """A non-negative integer header, or None when it is absent or not an integer."""
-    value = headers.get(name)
-    return int(value) if value is not None and _DIGITS.fullmatch(value.strip()) else None
-
-
-def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:
-    """`Retry-After` as seconds: delta-seconds or an HTTP date (RFC 9110 §10.2.3); None if unusable."""
-    if value is None:
-        return None
-    value = value.strip()
-    if _DIGITS.fullmatch(value):
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
 async def _read_body(response: aiohttp.ClientResponse) -> Any:

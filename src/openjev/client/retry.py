@@ -1,0 +1,33 @@
+"""Reading a server's back-off hints: `Retry-After` and integer headers."""
+
+from __future__ import annotations
+
+import email.utils
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+_DIGITS = re.compile(r"\d+")
+RETRIED_STATUSES = frozenset({503, 529})  # starting or overloaded: the same request may succeed later
+
+
+def header_int(headers: Mapping[str, str], name: str) -> int | None:
+    """A non-negative integer header, or None when it is absent or not an integer."""
+    value = headers.get(name)
+    return int(value) if value is not None and _DIGITS.fullmatch(value.strip()) else None
+
+
+def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:
+    """`Retry-After` as seconds: delta-seconds or an HTTP date (RFC 9110 §10.2.3); None if unusable."""
+    if value is None:
+        return None
+    value = value.strip()
+    if _DIGITS.fullmatch(value):
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())

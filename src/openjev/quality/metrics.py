@@ -1,0 +1,147 @@
+"""Quality metrics over labelled predictions: accuracy, Brier score, calibration, temperature fit.
+
+Pure float math on plain data, so the figures in docs/quality.md can be recomputed from a saved
+report. A prediction is the distribution the server returned over a question's answers (option
+names, or `true`/`false` for yes/no) and the index of the gold answer in it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import msgspec
+
+ECE_BINS = 10
+_FLOOR = 1e-300  # log(0) guard: a probability the server rounded to 0 still has a finite log-loss
+_TEMPERATURE_RANGE = (0.01, 100.0)
+
+
+class Prediction(msgspec.Struct, frozen=True):
+    probabilities: tuple[float, ...]
+    gold: int
+
+    @property
+    def top(self) -> int:
+        """The answer chosen: the first most probable one, as the server's `choice` is."""
+        return max(range(len(self.probabilities)), key=lambda i: self.probabilities[i])
+
+    @property
+    def confidence(self) -> float:
+        return self.probabilities[self.top]
+
+    @property
+    def correct(self) -> bool:
+        return self.top == self.gold
+
+
+class ReliabilityBin(msgspec.Struct, frozen=True):
+    low: float
+    high: float
+    count: int
+    mean_confidence: float | None
+    accuracy: float | None
+
+
+def accuracy(predictions: Sequence[Prediction]) -> float:
+    return _mean([1.0 if p.correct else 0.0 for p in predictions])
+
+
+def mean_confidence(predictions: Sequence[Prediction]) -> float:
+    return _mean([p.confidence for p in predictions])
+
+
+def brier_score(predictions: Sequence[Prediction]) -> float:
+    """Mean over items of Σ_k (p_k − y_k)², y one-hot on the gold answer (0 is perfect, 2 the worst)."""
+    return _mean([_squared_error(p) for p in predictions])
+
+
+def _squared_error(prediction: Prediction) -> float:
+    return math.fsum((q - (1.0 if k == prediction.gold else 0.0)) ** 2 for k, q in enumerate(prediction.probabilities))
+
+
+def reliability(predictions: Sequence[Prediction], bins: int = ECE_BINS) -> list[ReliabilityBin]:
+    """Equal-width bins of top-answer confidence; bin i holds (i/bins, (i+1)/bins], the first also 0."""
+    members: list[list[Prediction]] = [[] for _ in range(bins)]
+    for p in predictions:
+        members[min(bins - 1, max(0, math.ceil(p.confidence * bins) - 1))].append(p)
+    return [
+        ReliabilityBin(
+            low=i / bins,
+            high=(i + 1) / bins,
+            count=len(group),
+            mean_confidence=mean_confidence(group) if group else None,
+            accuracy=accuracy(group) if group else None,
+        )
+        for i, group in enumerate(members)
+    ]
+
+
+def expected_calibration_error(predictions: Sequence[Prediction], bins: int = ECE_BINS) -> float:
+    """Σ_bins (n_b / n)·|accuracy_b − confidence_b|: how far stated confidence is from the hit rate."""
+    total = len(predictions)
+    if total == 0:
+        return math.nan
+    return math.fsum(
+        b.count / total * abs(b.accuracy - b.mean_confidence)
+        for b in reliability(predictions, bins)
+        if b.accuracy is not None and b.mean_confidence is not None
+    )
+
+
+def tempered(prediction: Prediction, temperature: float) -> Prediction:
+    """The prediction with its log-probabilities divided by `temperature` and renormalised."""
+    logs = [math.log(max(q, _FLOOR)) / temperature for q in prediction.probabilities]
+    top = max(logs)
+    weights = [math.exp(x - top) for x in logs]
+    total = math.fsum(weights)
+    return Prediction(probabilities=tuple(w / total for w in weights), gold=prediction.gold)
+
+
+def negative_log_likelihood(predictions: Sequence[Prediction], temperature: float = 1.0) -> float:
+    """Mean −log p(gold) after tempering."""
+    return _mean([-math.log(max(tempered(p, temperature).probabilities[p.gold], _FLOOR)) for p in predictions])
+
+
+def fit_temperature(predictions: Sequence[Prediction], iterations: int = 100) -> float:
+    """The temperature that minimises the negative log-likelihood of the gold answers.
+
+    The NLL is convex in β = 1/T (a log-sum-exp of lines in β minus a line), so a golden-section
+    search on log β over [1/100, 100] finds the minimum; 100 steps narrow it far below 1e-9.
+    """
+    if not predictions:
+        raise ValueError("no predictions to fit a temperature on")
+    low, high = math.log(1 / _TEMPERATURE_RANGE[1]), math.log(1 / _TEMPERATURE_RANGE[0])
+    ratio = (math.sqrt(5) - 1) / 2
+
+    def loss(log_beta: float) -> float:
+        return negative_log_likelihood(predictions, 1.0 / math.exp(log_beta))
+
+    a, b = low, high
+    c, d = b - ratio * (b - a), a + ratio * (b - a)
+    fc, fd = loss(c), loss(d)
+    for _ in range(iterations):
+        if fc <= fd:
+            b, d, fd = d, c, fc
+            c = b - ratio * (b - a)
+            fc = loss(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + ratio * (b - a)
+            fd = loss(d)
+    return 1.0 / math.exp((a + b) / 2)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0–100) by linear interpolation between closest ranks."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100
+    lower = math.floor(rank)
+    upper = min(lower + 1, len(ordered) - 1)
+    return ordered[lower] + (ordered[upper] - ordered[lower]) * (rank - lower)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values) if values else math.nan

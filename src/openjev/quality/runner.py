@@ -1,0 +1,250 @@
+"""Send labelled items to a System One server and measure the answers (`openjev eval`)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import msgspec
+
+from openjev.client.progress import Progress
+from openjev.client.systemone import Reply, SystemOneClient
+from openjev.domain.wire import ChoiceQuestion, Question
+from openjev.quality.dataset import EvalItem, answer_names, gold_index, load_items
+from openjev.quality.metrics import (
+    Prediction,
+    ReliabilityBin,
+    accuracy,
+    brier_score,
+    expected_calibration_error,
+    fit_temperature,
+    mean_confidence,
+    negative_log_likelihood,
+    percentile,
+    reliability,
+    tempered,
+)
+
+QUESTION_ID = "q"
+MAX_ERRORS_SHOWN = 5
+
+
+class EvalOptions(msgspec.Struct, frozen=True, kw_only=True):
+    url: str
+    key: str | None = None
+    model: str = "jev-latest"
+    concurrency: int = 2
+    reverse: bool = False
+    fit_temperature: bool = False
+    debias: str | None = None  # sent as `x_debias` when set; the server's default otherwise
+    limit: int | None = None  # only the first N items of each file
+    timeout: float = 300.0
+    progress: bool | None = None  # None: a bar when stderr is a terminal
+
+
+class Outcome(msgspec.Struct):
+    prediction: Prediction | None = None
+    reversed: Prediction | None = None
+    latency: float | None = None
+    input_tokens: int | None = None
+    calls: int | None = None
+    error: str | None = None
+
+
+class ReverseReport(msgspec.Struct):
+    items: int
+    accuracy: float
+    stable: float  # share of items whose chosen option is the same in both orders
+
+
+class TemperatureReport(msgspec.Struct):
+    temperature: float  # multiply the server's OPENJEV_TEMPERATURE by this
+    nll_before: float
+    nll_after: float
+    ece_after: float
+    brier_after: float
+
+
+class FileReport(msgspec.Struct):
+    file: str
+    items: int
+    answered: int
+    failures: int
+    errors: list[str]
+    accuracy: float
+    mean_confidence: float
+    brier: float
+    ece: float
+    nll: float
+    reliability: list[ReliabilityBin]
+    latency_p50: float
+    latency_p90: float
+    items_per_second: float
+    input_tokens_per_item: float
+    calls_per_item: float
+    debias: str | None
+    reversed: ReverseReport | None = None
+    temperature: TemperatureReport | None = None
+
+
+class EvalReport(msgspec.Struct):
+    url: str
+    model: str
+    files: list[FileReport]
+
+
+def request_for(item: EvalItem, question: Question, options: EvalOptions) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": options.model, "state": item.state, "questions": {QUESTION_ID: question}}
+    if options.debias is not None:
+        body["x_debias"] = options.debias
+    return msgspec.to_builtins(body)  # type: ignore[no-any-return]
+
+
+def reversed_question(question: ChoiceQuestion) -> ChoiceQuestion:
+    return msgspec.structs.replace(question, criteria=dict(reversed(list(question.criteria.items()))))
+
+
+def prediction_from(answer: Any, names: Sequence[str], gold: int) -> Prediction:
+    """The answer's distribution in `names` order (yes first for noul)."""
+    if answer["type"] == "noul":
+        yes = float(answer["noul"])
+        return Prediction(probabilities=(yes, 1.0 - yes), gold=gold)
+    probabilities = answer["probabilities"]
+    return Prediction(probabilities=tuple(float(probabilities[n]) for n in names), gold=gold)
+
+
+async def evaluate_item(client: SystemOneClient, item: EvalItem, options: EvalOptions) -> Outcome:
+    names = answer_names(item.question)
+    gold = gold_index(item)
+    try:
+        reply = await client.decide(request_for(item, item.question, options))
+        if not reply.ok:
+            return Outcome(error=reply.error(), latency=reply.latency)
+        outcome = Outcome(
+            prediction=prediction_from(reply.body["answers"][QUESTION_ID], names, gold),
+            latency=reply.latency,
+            input_tokens=reply.body["usage"]["input_tokens"],
+            calls=reply.body["usage"]["output_tokens"],
+        )
+        if options.reverse and isinstance(item.question, ChoiceQuestion):
+            back: Reply = await client.decide(request_for(item, reversed_question(item.question), options))
+            if not back.ok:
+                return Outcome(error=f"reversed: {back.error()}", latency=reply.latency)
+            outcome.reversed = prediction_from(back.body["answers"][QUESTION_ID], names, gold)
+        return outcome
+    except (aiohttp.ClientError, TimeoutError, KeyError, TypeError, ValueError) as exc:
+        return Outcome(error=f"{type(exc).__name__}: {exc}")
+
+
+async def evaluate_file(path: Path, options: EvalOptions) -> FileReport:
+    items = load_items(path)[: options.limit]
+    progress = Progress(len(items), path.name, enabled=options.progress)
+    gate = asyncio.Semaphore(options.concurrency)
+    async with SystemOneClient(options.url, key=options.key, timeout=options.timeout) as client:
+
+        async def one(item: EvalItem) -> Outcome:
+            async with gate:
+                outcome = await evaluate_item(client, item, options)
+            progress.advance(failed=outcome.error is not None)
+            return outcome
+
+        started = time.perf_counter()
+        outcomes = await asyncio.gather(*(one(item) for item in items))
+        elapsed = time.perf_counter() - started
+    progress.close()
+    return summarize(str(path), outcomes, elapsed, options)
+
+
+def summarize(name: str, outcomes: Sequence[Outcome], elapsed: float, options: EvalOptions) -> FileReport:
+    predictions = [o.prediction for o in outcomes if o.prediction is not None]
+    answered = [o for o in outcomes if o.prediction is not None]
+    latencies = [o.latency for o in answered if o.latency is not None]
+    errors = list(dict.fromkeys(o.error for o in outcomes if o.error is not None))[:MAX_ERRORS_SHOWN]
+    report = FileReport(
+        file=name,
+        items=len(outcomes),
+        answered=len(predictions),
+        failures=len(outcomes) - len(predictions),
+        errors=errors,
+        accuracy=accuracy(predictions),
+        mean_confidence=mean_confidence(predictions),
+        brier=brier_score(predictions),
+        ece=expected_calibration_error(predictions),
+        nll=negative_log_likelihood(predictions),
+        reliability=reliability(predictions),
+        latency_p50=percentile(latencies, 50),
+        latency_p90=percentile(latencies, 90),
+        items_per_second=len(predictions) / elapsed if elapsed > 0 else math.nan,
+        input_tokens_per_item=_mean([o.input_tokens for o in answered if o.input_tokens is not None]),
+        calls_per_item=_mean([o.calls for o in answered if o.calls is not None]),
+        debias=options.debias,
+    )
+    pairs = [(o.prediction, o.reversed) for o in answered if o.prediction is not None and o.reversed is not None]
+    if pairs:
+        report.reversed = ReverseReport(
+            items=len(pairs),
+            accuracy=accuracy([r for _, r in pairs]),
+            stable=_mean([1.0 if f.top == r.top else 0.0 for f, r in pairs]),
+        )
+    if options.fit_temperature and predictions:
+        t = fit_temperature(predictions)
+        after = [tempered(p, t) for p in predictions]
+        report.temperature = TemperatureReport(
+            temperature=t,
+            nll_before=report.nll,
+            nll_after=negative_log_likelihood(after),
+            ece_after=expected_calibration_error(after),
+            brier_after=brier_score(after),
+        )
+    return report
+
+
+async def run_eval(paths: Sequence[Path], options: EvalOptions) -> EvalReport:
+    files = [await evaluate_file(path, options) for path in paths]
+    return EvalReport(url=options.url, model=options.model, files=files)
+
+
+def format_report(report: EvalReport) -> str:
+    lines: list[str] = []
+    for f in report.files:
+        lines += [
+            f"{f.file}: {f.answered}/{f.items} answered" + (f", {f.failures} failed" if f.failures else ""),
+            f"  accuracy {_pct(f.accuracy)}   mean confidence {_pct(f.mean_confidence)}   "
+            f"Brier {f.brier:.3f}   ECE {f.ece:.3f}   NLL {f.nll:.3f}",
+            f"  latency p50 {f.latency_p50:.2f} s, p90 {f.latency_p90:.2f} s   {f.items_per_second:.2f} items/s   "
+            f"{f.calls_per_item:.1f} calls and {f.input_tokens_per_item:.0f} input tokens per item"
+            + (f"   debias {f.debias}" if f.debias else ""),
+        ]
+        if f.reversed is not None:
+            lines.append(
+                f"  options reversed: accuracy {_pct(f.reversed.accuracy)}, "
+                f"{_pct(f.reversed.stable)} of {f.reversed.items} answers unchanged"
+            )
+        if f.temperature is not None:
+            t = f.temperature
+            lines.append(
+                f"  fitted temperature x{t.temperature:.3f}: NLL {t.nll_before:.3f} -> {t.nll_after:.3f}, "
+                f"ECE {f.ece:.3f} -> {t.ece_after:.3f}, Brier {f.brier:.3f} -> {t.brier_after:.3f} "
+                "(multiply OPENJEV_TEMPERATURE by this factor)"
+            )
+        lines.append("  reliability (confidence bin: items, mean confidence, accuracy):")
+        for b in f.reliability:
+            if b.count:
+                lines.append(
+                    f"    {b.low:.1f}-{b.high:.1f}: {b.count:4d}  {_pct(b.mean_confidence)}  {_pct(b.accuracy)}"
+                )
+        lines += [f"  error: {e}" for e in f.errors]
+    return "\n".join(lines)
+
+
+def _pct(x: float | None) -> str:
+    return "   n/a" if x is None or math.isnan(x) else f"{100 * x:5.1f}%"
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values) if values else math.nan
