@@ -10,22 +10,40 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import msgspec
 
 from openjev.domain.answers import make_answer
+from openjev.domain.debiasing import (
+    CONTENT_FREE_STATE,
+    DebiasMode,
+    DebiasPolicy,
+    combine_orders,
+    divide_prior,
+    identity,
+    option_orders,
+)
 from openjev.domain.decoding import decode_request
 from openjev.domain.errors import BackendTimeout, OpenJevError
 from openjev.domain.labels import LabelSet
 from openjev.domain.limits import Limits
 from openjev.domain.ports import CallUsage, LabelScores, PromptCodec, ScoringBackend
-from openjev.domain.prompt import PromptPlan, build_plan
+from openjev.domain.prompt import Branch, PromptPlan, build_plan, content_free
 from openjev.domain.scoring_math import ConfidenceFormula
 from openjev.domain.validation import check_model, validate_request, validate_tokens
-from openjev.domain.wire import SystemOneRequest, SystemOneResponse, Usage
+from openjev.domain.wire import (
+    Answer,
+    ChoiceQuestion,
+    NoulQuestion,
+    Question,
+    SystemOneRequest,
+    SystemOneResponse,
+    Usage,
+)
 from openjev.logs import get_logger
+from openjev.prior_cache import PriorCache, prior_key
 
 T = TypeVar("T")
 log = get_logger("openjev.evaluation")
@@ -44,6 +62,7 @@ class Prepared(msgspec.Struct, frozen=True):
     request: SystemOneRequest
     plan: PromptPlan
     prepare_seconds: float
+    priors: PromptPlan | None = None  # the calibrated questions on a content-free state
 
 
 class Evaluation(msgspec.Struct, frozen=True):
@@ -51,6 +70,8 @@ class Evaluation(msgspec.Struct, frozen=True):
     prefix_tokens: int
     cached_tokens: int | None  # sum over branches; None when the backend does not report it
     timings: Timings
+    debias_calls: int = 0  # calls beyond one per question: extra option orders and priors not cached
+    prior_hits: int = 0  # priors served from the cache
 
 
 def parse_request(body: bytes, limits: Limits, accepted_models: frozenset[str]) -> SystemOneRequest:
@@ -73,7 +94,10 @@ class Evaluator:
         limits: Limits,
         public_model: str,
         temperature: float = 1.0,
-        confidence: ConfidenceFormula = "entropy",
+        confidence: ConfidenceFormula = "typesafe",
+        debias: DebiasMode = "none",
+        max_orders: int = 10,
+        priors: PriorCache | None = None,
         branch_context: int | None = None,
         new_call_id: Callable[[], str] = lambda: uuid.uuid4().hex,
         clock: Callable[[], float] = time.perf_counter,
@@ -85,6 +109,9 @@ class Evaluator:
         self._public_model = public_model
         self._temperature = temperature
         self._confidence: ConfidenceFormula = confidence
+        self._debias: DebiasMode = debias
+        self._max_orders = max_orders
+        self._priors = priors if priors is not None else PriorCache()
         self._branch_limit = min(limits.max_input_tokens, branch_context or limits.max_input_tokens)
         self._new_call_id = new_call_id
         self._clock = clock
@@ -94,12 +121,28 @@ class Evaluator:
     def branch_limit(self) -> int:
         return self._branch_limit
 
+    @property
+    def debias(self) -> DebiasMode:
+        return self._debias
+
     def prepare(self, request: SystemOneRequest) -> Prepared:
         """Build and check the prompt plan (CPU only). Raises InvalidRequest before any inference."""
         start = self._clock()
-        plan = build_plan(request.state, request.questions, self._codec, self._labels)
+        policy = DebiasPolicy.of(request.x_debias or self._debias, self._max_orders)
+
+        def orders(question: Question) -> tuple[tuple[int, ...], ...]:
+            if policy.rotate and isinstance(question, ChoiceQuestion):
+                return option_orders(len(question.criteria), policy.max_orders)
+            return ((),)
+
+        plan = build_plan(request.state, request.questions, self._codec, self._labels, orders)
         validate_tokens(plan, self._limits, self._branch_limit)
-        return Prepared(request=request, plan=plan, prepare_seconds=self._clock() - start)
+        calibrated = {qid: q for qid, q in request.questions.items() if policy.calibrate and calibrates(q)}
+        priors = None
+        if calibrated:
+            empty = content_free(request.state, CONTENT_FREE_STATE)
+            priors = build_plan(empty, calibrated, self._codec, self._labels, orders)
+        return Prepared(request=request, plan=plan, prepare_seconds=self._clock() - start, priors=priors)
 
     async def evaluate(self, prepared: Prepared) -> Evaluation:
         in_flight: set[str] = set()
@@ -121,6 +164,7 @@ class Evaluator:
     async def _run(self, prepared: Prepared, in_flight: set[str]) -> Evaluation:
         plan = prepared.plan
         prefix = list(plan.prefix_ids)
+        known, missing = self._cached_priors(prepared.priors)
         start = self._clock()
         warm = await self._call(in_flight, lambda cid: self._backend.warm(cid, prefix))
         warmed = self._clock()
@@ -129,31 +173,74 @@ class Evaluator:
                 group.create_task(self._call(in_flight, self._scorer(prefix + list(b.suffix_ids), b.label_ids)))
                 for b in plan.branches
             ]
+            prior_tasks = [
+                group.create_task(self._call(in_flight, self._scorer(token_ids, branch.label_ids)))
+                for _, branch, token_ids in missing
+            ]
         done = self._clock()
         scores = [t.result() for t in tasks]
-        questions = prepared.request.questions
-        answers = {
-            branch.question_id: make_answer(
-                questions[branch.question_id],
-                score.logprobs,
-                temperature=self._temperature,
-                confidence=self._confidence,
-            )
-            for branch, score in zip(plan.branches, scores, strict=True)
-        }
+        fresh = [t.result() for t in prior_tasks]
+        for (key, branch, _), score in zip(missing, fresh, strict=True):
+            self._priors.put(key, score.logprobs)
+            known[(branch.question_id, branch.order)] = score.logprobs
+        answers = self._answers(prepared.request, plan.branches, scores, known)
+        calls = [*scores, *fresh]
         return Evaluation(
             response=SystemOneResponse(
                 model=self._public_model,
                 answers=answers,
                 usage=Usage(
-                    input_tokens=warm.prompt_tokens + sum(s.usage.prompt_tokens for s in scores),
-                    output_tokens=len(scores) + 1,
+                    input_tokens=warm.prompt_tokens + sum(s.usage.prompt_tokens for s in calls),
+                    output_tokens=len(calls) + 1,
                 ),
             ),
             prefix_tokens=len(plan.prefix_ids),
-            cached_tokens=_cached(scores),
+            cached_tokens=_cached(calls),
             timings=Timings(prepare=prepared.prepare_seconds, prefill=warmed - start, branches=done - warmed),
+            debias_calls=len(calls) - len(prepared.request.questions),
+            prior_hits=len(known) - len(fresh),
         )
+
+    def _cached_priors(
+        self, priors: PromptPlan | None
+    ) -> tuple[dict[tuple[str, tuple[int, ...]], tuple[float, ...]], list[tuple[bytes, Branch, list[int]]]]:
+        """Priors the cache holds, by (question id, order), and the calls still needed for the others."""
+        known: dict[tuple[str, tuple[int, ...]], tuple[float, ...]] = {}
+        missing: list[tuple[bytes, Branch, list[int]]] = []
+        if priors is None:
+            return known, missing
+        for branch in priors.branches:
+            token_ids = [*priors.prefix_ids, *branch.suffix_ids]
+            key = prior_key(token_ids, branch.label_ids)
+            cached = self._priors.get(key)
+            if cached is None:
+                missing.append((key, branch, token_ids))
+            else:
+                known[(branch.question_id, branch.order)] = cached
+        return known, missing
+
+    def _answers(
+        self,
+        request: SystemOneRequest,
+        branches: tuple[Branch, ...],
+        scores: list[LabelScores],
+        priors: dict[tuple[str, tuple[int, ...]], tuple[float, ...]],
+    ) -> dict[str, Answer]:
+        """One answer per question: its orders combined, its prior divided out where one was measured."""
+        by_question: dict[str, list[tuple[tuple[int, ...], tuple[float, ...]]]] = {}
+        for branch, score in zip(branches, scores, strict=True):
+            by_question.setdefault(branch.question_id, []).append((branch.order, score.logprobs))
+        answers: dict[str, Answer] = {}
+        for qid, asked in by_question.items():
+            question = request.questions[qid]
+            if len(asked) == 1 and (qid, asked[0][0]) not in priors:
+                logprobs: Sequence[float] = asked[0][1]
+            else:
+                logprobs = combine_orders(
+                    [(order or identity(len(lp)), _calibrated(lp, priors.get((qid, order)))) for order, lp in asked]
+                )
+            answers[qid] = make_answer(question, logprobs, temperature=self._temperature, confidence=self._confidence)
+        return answers
 
     def _scorer(self, token_ids: list[int], label_ids: tuple[int, ...]) -> Callable[[str], Awaitable[LabelScores]]:
         return lambda call_id: self._backend.score(call_id, token_ids, label_ids)
@@ -177,6 +264,15 @@ class Evaluator:
             await asyncio.wait_for(asyncio.shield(self._backend.abort(ids)), ABORT_TIMEOUT_SECONDS)
         except (TimeoutError, asyncio.CancelledError, Exception):  # abort is best effort, never masks the cause
             pass
+
+
+def calibrates(question: Question) -> bool:
+    """The question types whose answer prior is divided out when calibration is on (see docs/quality.md)."""
+    return isinstance(question, NoulQuestion | ChoiceQuestion)
+
+
+def _calibrated(logprobs: Sequence[float], prior: Sequence[float] | None) -> Sequence[float]:
+    return logprobs if prior is None else divide_prior(logprobs, prior)
 
 
 def _cached(scores: list[LabelScores]) -> int | None:

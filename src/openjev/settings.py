@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import msgspec
 
+from openjev.domain.debiasing import DebiasMode
 from openjev.domain.errors import SettingsError
 
 PREFIX = "OPENJEV_"
@@ -24,6 +26,10 @@ MAX_OPTION_LIMIT = 255
 Positive = Annotated[int, msgspec.Meta(gt=0)]
 PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
 BackendKind = Literal["auto", "embedded", "sglang", "fake"]
+# Bias removal by backend. Embedded: what measured best on the small CPU model (docs/quality.md).
+# SGLang: off until measured on the production model, since dividing out a prior hurt a stronger
+# model in our measurements and option rotation multiplies GPU work. Fake: off, so tests see N + 1 calls.
+DEFAULT_DEBIAS: dict[str, DebiasMode] = {"embedded": "rotate+calibrate", "sglang": "none", "fake": "none"}
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
@@ -56,7 +62,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 
     # Answers.
     temperature: PositiveFloat = 1.0
-    confidence: Literal["entropy", "typesafe"] = "entropy"
+    confidence: Literal["entropy", "typesafe"] = "typesafe"
+    debias: DebiasMode | None = None  # default: DEFAULT_DEBIAS for the backend (measured; see docs/quality.md)
+    debias_max_orders: Annotated[int, msgspec.Meta(ge=1, le=64)] = 10  # option orders per choice question
+    prior_cache_entries: Annotated[int, msgspec.Meta(ge=0)] = 4096  # answer priors kept (LRU)
 
     # SGLang backend.
     sglang_url: str | None = None  # connect to this SGLang (or router) instead of launching one.
@@ -67,6 +76,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     startup_timeout: PositiveFloat = 1800.0
 
     # Embedded llama.cpp backend (defaults sized for a 2-core machine).
+    cache_dir: str | None = None  # where packaged models are assembled; default $XDG_CACHE_HOME/openjev.
     threads: Positive | None = None  # default: the number of CPUs.
     parallel_slots: Positive = 4
     slot_context: Positive = 4096
@@ -75,6 +85,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     fake_latency: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     fake_fail_after: int | None = None  # fail every call after this many (failure injection).
     fake_swap_labels: bool = False  # answer as if the label mapping were reversed (smoke tests).
+
+    def resolved_cache_dir(self) -> Path:
+        return Path(self.cache_dir).expanduser() if self.cache_dir else Path.home() / ".cache" / "openjev"
+
+    def resolved_debias(self) -> DebiasMode:
+        """OPENJEV_DEBIAS, or the default measured for the backend in use."""
+        return self.debias if self.debias is not None else DEFAULT_DEBIAS[self.resolved_backend()]
 
     def resolved_backend(self) -> Literal["embedded", "sglang", "fake"]:
         """`auto` means SGLang when one is configured (connect URL or SGLang python), else embedded."""
@@ -102,6 +119,8 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
     for key, value in overrides.items():
         if value is not None:
             raw[key] = value
+    if "cache_dir" not in raw and env.get("XDG_CACHE_HOME"):
+        raw["cache_dir"] = str(Path(env["XDG_CACHE_HOME"]) / "openjev")
     try:
         return msgspec.convert(raw, Settings, strict=False)
     except msgspec.ValidationError as exc:

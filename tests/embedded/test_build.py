@@ -10,14 +10,14 @@ import xllamacpp  # type: ignore[import-untyped]
 
 from openjev.adapters.embedded.build import build_runtime
 from openjev.adapters.embedded.engine import EmbeddedBackend, EngineConfig, available_cpus, engine_params
-from openjev.adapters.embedded.model import default_model_path
+from openjev.adapters.embedded.model import smollm2_path
 from openjev.domain.errors import StartupError
 from openjev.settings import load_settings
 
 
 def test_build_runtime_names_the_model_without_loading_it() -> None:
     started = time.perf_counter()
-    runtime = build_runtime(load_settings({}))
+    runtime = build_runtime(load_settings({"OPENJEV_MODEL": "smollm2-135m"}))
     assert time.perf_counter() - started < 1.0
     assert runtime.kind == "embedded"
     assert runtime.public_model == "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -29,19 +29,28 @@ def test_build_runtime_names_the_model_without_loading_it() -> None:
 
 def test_settings_reach_the_engine_config() -> None:
     runtime = build_runtime(
-        load_settings({"OPENJEV_THREADS": "3", "OPENJEV_PARALLEL_SLOTS": "2", "OPENJEV_SLOT_CONTEXT": "1024"})
+        load_settings(
+            {
+                "OPENJEV_MODEL": "smollm2-135m",
+                "OPENJEV_THREADS": "3",
+                "OPENJEV_PARALLEL_SLOTS": "2",
+                "OPENJEV_SLOT_CONTEXT": "1024",
+            }
+        )
     )
     assert isinstance(runtime.backend, EmbeddedBackend)
     config = runtime.backend.config
     assert (config.threads, config.parallel_slots, config.slot_context) == (3, 2, 1024)
-    assert config.model_path == default_model_path() and not config.verbose
-    assert EngineConfig.create(default_model_path(), threads=None, parallel_slots=1, slot_context=8).threads == (
+    assert config.model_path == smollm2_path() and not config.verbose
+    assert EngineConfig.create(smollm2_path(), threads=None, parallel_slots=1, slot_context=8).threads == (
         available_cpus()
     )
 
 
 def test_a_served_model_name_overrides_and_the_real_name_stays_accepted() -> None:
-    runtime = build_runtime(load_settings({"OPENJEV_SERVED_MODEL_NAME": "acme/decider"}))
+    runtime = build_runtime(
+        load_settings({"OPENJEV_MODEL": "smollm2-135m", "OPENJEV_SERVED_MODEL_NAME": "acme/decider"})
+    )
     assert runtime.public_model == "acme/decider"
     assert {"acme/decider", "HuggingFaceTB/SmolLM2-135M-Instruct"} <= runtime.accepted_models
 
@@ -52,7 +61,7 @@ def test_a_missing_model_file_fails_at_build_time_naming_the_setting(tmp_path: P
 
 
 def test_engine_params_give_each_slot_its_context_privately_and_exactly() -> None:
-    config = EngineConfig(model_path=default_model_path(), threads=2, parallel_slots=3, slot_context=1024)
+    config = EngineConfig(model_path=smollm2_path(), threads=2, parallel_slots=3, slot_context=1024)
     params = engine_params(config, "secret")
     assert (params.n_parallel, params.n_ctx, params.kv_unified) == (3, 3072, False)
     assert params.cpuparams.n_threads == params.cpuparams_batch.n_threads == 2

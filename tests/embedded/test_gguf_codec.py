@@ -13,14 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from openjev.adapters.embedded.gguf_codec import GGUFCodec, build_tokenizer
-from openjev.adapters.embedded.model import default_model_path, read_gguf_metadata
+from openjev.adapters.embedded.model import read_gguf_metadata, smollm2_path
 from openjev.domain.errors import StartupError
 from openjev.domain.ports import ChatMessage
 
 
 @pytest.fixture(scope="module")
 def metadata() -> dict[str, Any]:
-    return read_gguf_metadata(default_model_path())
+    return read_gguf_metadata(smollm2_path())
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,7 @@ def test_a_gguf_without_chat_template_is_refused(metadata: dict[str, Any]) -> No
 
 
 def test_from_gguf_reads_the_file(codec: GGUFCodec) -> None:
-    from_file = GGUFCodec.from_gguf(default_model_path())
+    from_file = GGUFCodec.from_gguf(smollm2_path())
     sample = "Is the sky green? <|im_end|>"
     assert from_file.encode(sample) == codec.encode(sample)
 

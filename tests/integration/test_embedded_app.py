@@ -23,7 +23,11 @@ SKY = "The sky this afternoon is perfectly clear and deep blue, without a single
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def client() -> AsyncIterator[AsyncTestClient[Litestar]]:
-    app = create_app(load_settings({"OPENJEV_LOG_LEVEL": "warning"}, parallel_slots=2, slot_context=2048))
+    app = create_app(
+        load_settings(
+            {"OPENJEV_LOG_LEVEL": "warning", "OPENJEV_MODEL": "smollm2-135m"}, parallel_slots=2, slot_context=2048
+        )
+    )
     async with AsyncTestClient(app=app, timeout=120) as client:
         for _ in range(600):
             if (await client.get("/health")).status_code == 200:

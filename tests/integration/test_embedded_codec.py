@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from openjev.adapters.embedded.engine import EmbeddedBackend, EngineConfig
 from openjev.adapters.embedded.gguf_codec import GGUFCodec
-from openjev.adapters.embedded.model import default_model_path
+from openjev.adapters.embedded.model import smollm2_path
 from openjev.domain.errors import StartupError
 from openjev.domain.labels import ANSWER_OPENING, label_context, verify_labels
 from openjev.domain.ports import ChatMessage
@@ -49,7 +49,7 @@ CORPUS = [
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def backend() -> AsyncIterator[EmbeddedBackend]:
     engine = EmbeddedBackend(
-        EngineConfig.create(default_model_path(), threads=None, parallel_slots=1, slot_context=1024)
+        EngineConfig.create(smollm2_path(), threads=None, parallel_slots=1, slot_context=1024)
     )
     await engine.start()
     yield engine
@@ -58,7 +58,7 @@ async def backend() -> AsyncIterator[EmbeddedBackend]:
 
 @pytest.fixture(scope="module")
 def codec() -> GGUFCodec:
-    return GGUFCodec.from_gguf(default_model_path())
+    return GGUFCodec.from_gguf(smollm2_path())
 
 
 @pytest.mark.parametrize("text", CORPUS)
@@ -115,7 +115,7 @@ def test_64_labels_verify_and_each_is_one_llama_cpp_token_after_answer(
 
 
 def test_smollm2_supports_401_labels_and_start_up_refuses_more_by_name() -> None:
-    codec = GGUFCodec.from_gguf(default_model_path())
+    codec = GGUFCodec.from_gguf(smollm2_path())
     assert verify_labels(codec, 255).capacity == 255  # the largest configurable option limit
     assert verify_labels(codec, SMOLLM2_LABELS).capacity == SMOLLM2_LABELS
     with pytest.raises(StartupError, match=f"supports only {SMOLLM2_LABELS} single-token answer labels"):

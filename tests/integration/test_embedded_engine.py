@@ -34,7 +34,7 @@ TICKET = "I was charged twice for my order #4411. Please refund the duplicate pa
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def backend() -> AsyncIterator[EmbeddedBackend]:
-    runtime = build_runtime(load_settings({}, parallel_slots=2, slot_context=2048))
+    runtime = build_runtime(load_settings({"OPENJEV_MODEL": "smollm2-135m"}, parallel_slots=2, slot_context=2048))
     assert isinstance(runtime.backend, EmbeddedBackend)
     await runtime.backend.start()
     yield runtime.backend

@@ -28,7 +28,7 @@ def make_answer(
     label_logprobs: Sequence[float],
     *,
     temperature: float = 1.0,
-    confidence: ConfidenceFormula = "entropy",
+    confidence: ConfidenceFormula = "typesafe",
 ) -> Answer:
     """`label_logprobs` are in the question's label order: yes then no, or option/level order."""
     p = softmax(label_logprobs, temperature)

@@ -10,6 +10,8 @@ from typing import Annotated, Any
 
 import msgspec
 
+from openjev.domain.debiasing import DebiasMode
+
 TextValue = str | dict[str, Any] | list[Any]
 """A text value: a string, a JSON object or a JSON array (SPEC §1)."""
 
@@ -57,6 +59,15 @@ class SystemOneRequest(msgspec.Struct):
     state: Annotated[TextValue, msgspec.Meta(description="The text, JSON value or chat transcript to judge.")]
     questions: Annotated[dict[str, Question], msgspec.Meta(description="Question id -> question (1 to 64).")]
     assets: Annotated[Any, msgspec.Meta(description="Not supported: only text input is accepted.")] = None
+    x_debias: Annotated[
+        DebiasMode | None,
+        msgspec.Meta(
+            description=(
+                "openjev extension: bias removal for this request (none, rotate, calibrate, rotate+calibrate); "
+                "the server's OPENJEV_DEBIAS when absent. See docs/quality.md."
+            )
+        ),
+    ] = None
 
 
 class NoulAnswer(msgspec.Struct, tag_field="type", tag="noul"):

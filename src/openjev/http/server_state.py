@@ -17,6 +17,7 @@ from openjev.domain.prompt import check_template
 from openjev.evaluation import Evaluator
 from openjev.http.admission import Admission
 from openjev.logs import get_logger
+from openjev.prior_cache import PriorCache
 from openjev.runtime import Runtime
 from openjev.settings import Settings
 
@@ -128,6 +129,9 @@ class ServerState:
             public_model=runtime.public_model,
             temperature=self.settings.temperature,
             confidence=self.settings.confidence,
+            debias=self.settings.resolved_debias(),
+            max_orders=self.settings.debias_max_orders,
+            priors=PriorCache(self.settings.prior_cache_entries),
             branch_context=runtime.backend.context_tokens(),
         )
         self.startup_seconds = time.monotonic() - started
@@ -138,6 +142,7 @@ class ServerState:
             backend=runtime.kind,
             model=runtime.public_model,
             labels=labels.capacity,
+            debias=self.evaluator.debias,
             branch_token_limit=self.evaluator.branch_limit,
             startup_seconds=round(self.startup_seconds, 3),
         )

@@ -7,6 +7,6 @@ codec and can be reused on its own (e.g. by the fake backend) with any byte-leve
 from openjev.adapters.embedded.build import build_runtime
 from openjev.adapters.embedded.engine import EmbeddedBackend, EngineConfig
 from openjev.adapters.embedded.gguf_codec import GGUFCodec
-from openjev.adapters.embedded.model import default_model_path, describe_model
+from openjev.adapters.embedded.model import describe_model, smollm2_path
 
-__all__ = ["EmbeddedBackend", "EngineConfig", "GGUFCodec", "build_runtime", "default_model_path", "describe_model"]
+__all__ = ["EmbeddedBackend", "EngineConfig", "GGUFCodec", "build_runtime", "describe_model", "smollm2_path"]

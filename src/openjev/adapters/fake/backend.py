@@ -65,8 +65,7 @@ class FakeBackend:
             unknown = [label for label in label_ids if not 0 <= label < FAKE_VOCAB_SIZE]
             if unknown:
                 raise BackendError(f"label token ids {unknown} are outside the vocabulary (size {FAKE_VOCAB_SIZE})")
-            seed = _pack(token_ids)
-            logprobs = [_logprob(seed, label) for label in label_ids]
+            logprobs = [label_logprob(token_ids, label) for label in label_ids]
             if self.swap_labels:
                 logprobs.reverse()
             return LabelScores(logprobs=tuple(logprobs), usage=self._usage(token_ids))
@@ -97,6 +96,11 @@ class FakeBackend:
         if len(self._seen) > _MAX_REMEMBERED:
             self._seen.popitem(last=False)
         return CallUsage(prompt_tokens=len(token_ids), cached_tokens=min(cached, max(len(token_ids) - 1, 0)))
+
+
+def label_logprob(token_ids: Sequence[int], label: int) -> float:
+    """The fake model's log-probability of `label` after `token_ids` (before any label swap)."""
+    return _logprob(_pack(token_ids), label)
 
 
 def _pack(token_ids: Sequence[int]) -> bytes:
