@@ -136,7 +136,11 @@ def build_image() -> modal.Image:
         .run_commands(links)
         .env({**cache_env(), **EXTRA_IMAGE_ENV})
         .add_local_dir(PROJECT_ROOT, PROJECT_DIR, copy=True, ignore=lambda path: not is_project_file(path))
-        .uv_pip_install(PROJECT_DIR)  # keeps the image's torch/SGLang: installed versions that fit stay
+        # The project alone: `[project.dependencies]`, no dependency group, so neither the embedded
+        # backend (group `embedded`) nor `modal` (group `deploy`; Modal mounts its client at run
+        # time). Installed versions that fit stay, and tests/test_dependencies.py checks that none
+        # of SGLang's pins has to move.
+        .uv_pip_install(PROJECT_DIR)
     )
 
 
