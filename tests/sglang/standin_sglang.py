@@ -51,7 +51,8 @@ def main() -> int:
         # SGLang 0.5.23's message (rust_server/server.py `_resolve_multimodal`) before the scheduler exits.
         print(
             "RuntimeError: SGLANG_RUST_SERVER=1: no Rust MM pipeline for model_type='qwen3_5_moe' "
-            "(supported: qwen2_5_vl, qwen2_vl, qwen3_5, qwen3_5_moe, qwen3_vl, qwen3_vl_moe; images only). Unset SGLANG_RUST_SERVER to serve this model.",
+            "(supported: qwen2_5_vl, qwen2_vl, qwen3_5, qwen3_5_moe, qwen3_vl, qwen3_vl_moe; images only). "
+            "Unset SGLANG_RUST_SERVER to serve this model.",
             flush=True,
         )
         return 1
