@@ -77,6 +77,10 @@ def cache_env(root: str = CACHE_ROOT) -> dict[str, str]:
         "HF_XET_HIGH_PERFORMANCE": "1",  # saturate the link on the first 23.5 GB download
         "TRITON_CACHE_DIR": f"{root}/triton",
         "TORCHINDUCTOR_CACHE_DIR": f"{root}/torchinductor",
+        # SGLang's own cache root (flashinfer autotune results, Rust extension builds, DeepGEMM, ...)
+        # and its JIT kernel builds, which do not follow SGLANG_CACHE_DIR in 0.5.23.
+        "SGLANG_CACHE_DIR": f"{root}/sglang",
+        "SGLANG_JIT_CACHE_DIR": f"{root}/sglang/jit",
         "SGLANG_DG_CACHE_DIR": f"{root}/sglang/deep_gemm",
         "FLASHINFER_WORKSPACE_BASE": f"{root}/flashinfer",
         "TVM_FFI_CACHE_DIR": f"{root}/tvm-ffi",
@@ -85,9 +89,17 @@ def cache_env(root: str = CACHE_ROOT) -> dict[str, str]:
     }
 
 
-def home_cache_links(root: str = CACHE_ROOT) -> dict[str, str]:
-    """Paths SGLang writes under ~/.cache with no variable to move them (its autotune results)."""
-    return {"/root/.cache/sglang": f"{root}/sglang"}
+def prepare_cache_dirs(env: Mapping[str, str], root: str = CACHE_ROOT) -> list[Path]:
+    """Create every cache folder of `env` that lives in the Volume (a fresh Volume is empty).
+
+    Run at container start, once the Volume is mounted. Caches are folders named by variables,
+    never links into the Volume: a link to a folder the Volume does not have yet is dangling, and
+    SGLang's `mkdir(parents=True, exist_ok=True)` through it raises FileExistsError.
+    """
+    made = [Path(value) for value in env.values() if PurePosixPath(value).is_relative_to(root)]
+    for path in made:
+        path.mkdir(parents=True, exist_ok=True)
+    return made
 
 
 def is_project_file(relative: Path) -> bool:
@@ -126,17 +138,16 @@ def serve_command(python: str) -> list[str]:
 
 
 def build_image() -> modal.Image:
-    links = " && ".join(
-        f"mkdir -p {PurePosixPath(link).parent} && rm -rf {link} && ln -s {target} {link}"
-        for link, target in home_cache_links().items()
-    )
     return (
         modal.Image.from_registry(SGLANG_IMAGE)
         .entrypoint([])  # the image's own entrypoint only prints a banner
-        .run_commands(links)
         .env({**cache_env(), **EXTRA_IMAGE_ENV})
         .add_local_dir(PROJECT_ROOT, PROJECT_DIR, copy=True, ignore=lambda path: not is_project_file(path))
-        .uv_pip_install(PROJECT_DIR)  # keeps the image's torch/SGLang: installed versions that fit stay
+        # The project alone: `[project.dependencies]`, no dependency group, so neither the embedded
+        # backend (group `embedded`) nor `modal` (group `deploy`; Modal mounts its client at run
+        # time). Installed versions that fit stay, and tests/test_dependencies.py checks that none
+        # of SGLang's pins has to move.
+        .uv_pip_install(PROJECT_DIR)
     )
 
 
@@ -224,6 +235,7 @@ class OpenJev:
     @modal.enter()
     def start(self) -> None:
         self.stopping = threading.Event()
+        prepare_cache_dirs(cache_env())
         self.process = subprocess.Popen(serve_command(sys.executable), start_new_session=True)
         try:
             wait_until_serving(self.process, f"http://127.0.0.1:{PORT}/health", timeout=STARTUP_TIMEOUT)

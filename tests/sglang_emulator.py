@@ -16,7 +16,8 @@ vocabulary; callers renormalise over their labels anyway.
 It records every request it receives (`emulator.requests`, or `GET /_emulator/requests`), every
 aborted rid (`/abort_request`), and can be told at run time to be slow, fail with a status, close
 connections, answer malformed JSON, omit label ids, drop `cached_tokens` (the Rust frontend) or
-report itself unhealthy (`emulator.config`, or `POST /_emulator/config`).
+every label log-probability (SGLang's router over gRPC workers), answer /health slowly or report
+itself unhealthy (`emulator.config`, or `POST /_emulator/config`).
 
 Use it in-process (`SGLangEmulator`, `EmulatorThread`) or as a subprocess:
 
@@ -131,6 +132,9 @@ class EmulatorConfig:
     server_info: bool = True  # False: /server_info answers 404 (as an older gateway might).
     abort_route: bool = True  # False: /abort_request answers 404, like SGLang's router (reference §5).
     reverse_label_order: bool = False  # list output_token_ids_logprobs entries in reverse order.
+    label_logprobs: bool = True  # False: no output_token_ids_logprobs at all (the router's gRPC path).
+    health_delay: float = 0.0  # seconds /health takes (SGLang's own probe waits for a generation).
+    kv_cache_dtype: str = "bf16"  # what /server_info reports (SGLang's resolved --kv-cache-dtype).
 
 
 @dataclass(frozen=True)
@@ -297,6 +301,8 @@ class SGLangEmulator:
 
     async def _health(self, request: web.Request) -> web.Response:
         cfg = self.config
+        if cfg.health_delay:
+            await asyncio.sleep(cfg.health_delay)
         if cfg.unhealthy or time.monotonic() < cfg.unhealthy_until:
             return web.Response(status=503)
         return web.Response(status=200)
@@ -333,6 +339,7 @@ class SGLangEmulator:
                 "max_req_input_len": self._max_req_input_len(),
                 "version": "0.5.23",
                 "frontend": cfg.frontend,
+                "kv_cache_dtype": cfg.kv_cache_dtype,
             }
         )
 
@@ -528,7 +535,7 @@ class SGLangEmulator:
             meta["input_token_logprobs"] = []
             meta["output_token_logprobs"] = [[_logprob(seed, greedy, cfg.vocab_size), greedy, None]]
             meta["output_token_logprobs_length"] = 1
-            if wanted is not None:
+            if wanted is not None and cfg.label_logprobs:
                 omit = set(cfg.omit_label_ids)
                 meta["input_token_ids_logprobs"] = []
                 entries = [[lp, token, None] for token, lp in scored if token not in omit]

@@ -125,10 +125,34 @@ def test_a_bad_min_containers_stops_the_deploy(load: Loader) -> None:
 def test_every_cache_lives_in_the_volume(load: Loader) -> None:
     app = load()
     env = app.cache_env()
-    for name in ("HF_HOME", "HF_HUB_CACHE", "TRITON_CACHE_DIR", "SGLANG_DG_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR"):
+    names = ("HF_HOME", "HF_HUB_CACHE", "TRITON_CACHE_DIR", "SGLANG_DG_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR",
+             "SGLANG_CACHE_DIR", "SGLANG_JIT_CACHE_DIR")  # fmt: skip
+    for name in names:
         assert env[name].startswith("/cache/"), name
-    assert all(target.startswith("/cache/") for target in app.home_cache_links().values())
-    assert "/root/.cache/sglang" in app.home_cache_links()
+    # SGLang 0.5.23 writes under SGLANG_CACHE_DIR (default ~/.cache/sglang) and its JIT builds under
+    # SGLANG_JIT_CACHE_DIR (default ~/.cache/sglang/jit, not derived from SGLANG_CACHE_DIR).
+    assert env["SGLANG_CACHE_DIR"] == "/cache/sglang" and env["SGLANG_JIT_CACHE_DIR"] == "/cache/sglang/jit"
+
+
+def test_a_fresh_volume_gets_its_cache_folders_and_no_dangling_link(load: Loader, tmp_path: Path) -> None:
+    """A link from ~/.cache/sglang to a folder a fresh Volume lacks makes SGLang's first
+    `mkdir(parents=True, exist_ok=True)` under it raise FileExistsError; the cache folders are set by
+    variables instead and created at container start."""
+    app = load()
+    dangling = tmp_path / "home" / ".cache" / "sglang"
+    dangling.parent.mkdir(parents=True)
+    dangling.symlink_to(tmp_path / "old-volume" / "sglang")
+    with pytest.raises(FileExistsError):
+        (dangling / "flashinfer" / "autotune").mkdir(parents=True, exist_ok=True)
+
+    assert not hasattr(app, "home_cache_links")
+    root = str(tmp_path / "volume")
+    env = app.cache_env(root)
+    made = app.prepare_cache_dirs(env, root)
+    assert all(path.is_dir() and not path.is_symlink() for path in made)
+    assert {Path(env["SGLANG_CACHE_DIR"]), Path(env["HF_HUB_CACHE"]), Path(env["TRITON_CACHE_DIR"])} <= set(made)
+    (Path(env["SGLANG_CACHE_DIR"]) / "flashinfer" / "autotune").mkdir(parents=True, exist_ok=True)  # as SGLang does
+    assert app.prepare_cache_dirs(env, root) == made  # a later start finds them: no error
 
 
 def test_only_the_installable_project_is_copied(load: Loader) -> None:

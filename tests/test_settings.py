@@ -11,7 +11,7 @@ def test_defaults_follow_the_spec() -> None:
     assert (s.max_questions, s.max_options, s.max_body_bytes) == (64, 64, 2 * 1024 * 1024)
     assert (s.max_input_tokens, s.max_total_input_tokens) == (32768, 262144)
     assert (s.max_concurrent_requests, s.max_concurrent_branches, s.request_timeout) == (16, 64, 120.0)
-    assert (s.temperature, s.frontend, s.confidence, s.api_key) == (1.0, "rust", "typesafe", None)
+    assert (s.temperature, s.frontend, s.confidence, s.api_key) == (1.0, "python", "typesafe", None)
 
 
 def test_values_are_read_and_converted() -> None:

@@ -16,6 +16,9 @@ def build_runtime(settings: Settings) -> Runtime:
         from openjev.adapters.sglang.build import build_runtime as build_sglang
 
         return build_sglang(settings)
+    from openjev.adapters.embedded_requirements import require_embedded_dependencies
+
+    require_embedded_dependencies()  # a StartupError, not an ImportError, where the group is missing
     from openjev.adapters.embedded.build import build_runtime as build_embedded
 
     return build_embedded(settings)

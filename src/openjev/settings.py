@@ -30,6 +30,7 @@ BackendKind = Literal["auto", "embedded", "sglang", "fake"]
 # SGLang: off until measured on the production model, since dividing out a prior hurt a stronger
 # model in our measurements and option rotation multiplies GPU work. Fake: off, so tests see N + 1 calls.
 DEFAULT_DEBIAS: dict[str, DebiasMode] = {"embedded": "rotate+calibrate", "sglang": "none", "fake": "none"}
+KVCacheDtype = Literal["bf16", "bfloat16", "auto", "fp8_e4m3", "fp8_e5m2", "mxfp8", "nvfp4", "fp4_mx_block16"]
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
@@ -42,7 +43,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     revision: str | None = None
     tokenizer: str | None = None  # local dir with tokenizer.json (+ tokenizer_config.json) or an HF id.
     profile: str | None = None  # a named SGLang launch profile (see docs/settings.md).
-    frontend: Literal["rust", "python"] = "rust"
+    # SGLang's HTTP frontend. Python until a GPU run shows that 0.5.23's Rust frontend starts the
+    # production model (multimodal-family checkpoints need its strict image-processor check).
+    frontend: Literal["rust", "python"] = "python"
 
     # HTTP server.
     host: str = "127.0.0.1"
@@ -73,6 +76,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     sglang_port: Annotated[int, msgspec.Meta(ge=1, le=65535)] = 30000
     backend_api_key: str | None = None
     context_length: Positive | None = None
+    # SGLang's `--kv-cache-dtype`, always passed: "auto" lets a checkpoint that declares FP8 KV
+    # quantisation turn the KV cache to FP8, which moves the label probabilities.
+    kv_cache_dtype: KVCacheDtype = "bf16"
     startup_timeout: PositiveFloat = 1800.0
 
     # Embedded llama.cpp backend (defaults sized for a 2-core machine).

@@ -5,6 +5,7 @@ from typing import Any
 
 from openjev.adapters.fake.backend import FakeBackend
 from openjev.adapters.fake.build import build_runtime
+from openjev.domain.ports import BackendHealth
 from openjev.http.app import create_app
 from openjev.http.openapi_docs import EXAMPLE_REQUEST, SCALAR_VERSION, SWAGGER_VERSION
 from openjev.settings import load_settings
@@ -88,6 +89,41 @@ async def test_health_turns_503_when_the_backend_goes_away(client: Client) -> No
     assert response.status_code == 503 and response.json()["status"] == "backend_unavailable"
     backend.started = True
     assert (await client.get("/health")).status_code == 200
+
+
+class _SlowHealth(FakeBackend):
+    async def health(self) -> BackendHealth:
+        return BackendHealth(ok=True, slow=True, detail="SGLang at X is slow: its /health has not answered for 3.0 s")
+
+
+async def test_a_slow_backend_is_reported_as_slow_and_still_serves() -> None:
+    """A backend that answers /health late is "slow": 200, not the 503 of a backend that is down."""
+    from dataclasses import replace
+
+    from litestar.testing import AsyncTestClient
+
+    settings = load_settings({"OPENJEV_BACKEND": "fake"})
+    app = create_app(settings, replace(build_runtime(settings), backend=_SlowHealth()))
+    async with AsyncTestClient(app=app) as client:
+        for _ in range(100):
+            response = await client.get("/health")
+            if response.json()["status"] != "starting":
+                break
+            await asyncio.sleep(0.01)
+    assert response.status_code == 200
+    report = response.json()
+    assert report["status"] == "ready" and report["backend_ok"] is True
+    assert report["backend_state"] == "slow" and "is slow" in report["backend_detail"]
+
+
+async def test_health_fields_stay_and_backend_state_is_added(client: Client) -> None:
+    report = (await client.get("/health")).json()
+    assert set(report) == {"status", "model", "backend", "backend_ok", "backend_detail", "startup_seconds",
+                           "uptime_seconds", "backend_state"}  # fmt: skip
+    assert report["backend_state"] == "ok"
+    app: Any = client.app
+    app.state.server.runtime.backend.started = False
+    assert (await client.get("/health")).json()["backend_state"] == "down"
 
 
 async def test_docs_pages_and_schema(client: Client) -> None:

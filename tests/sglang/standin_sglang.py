@@ -8,7 +8,8 @@ first, like a model that is loading. On SIGTERM it writes STANDIN_RECORD + ".sto
 
 Other knobs: STANDIN_SGLANG_VERSION (what the probe prints, default 0.5.23), STANDIN_NO_SGLANG=1
 (the probe fails like an environment without SGLang), STANDIN_IGNORE_SIGTERM=1 (only SIGKILL
-stops it).
+stops it), STANDIN_RUST_REFUSES=1 (with SGLANG_RUST_SERVER=1, print SGLang's "no Rust MM pipeline"
+error and exit 1, as 0.5.23 does for a multimodal-family model its Rust frontend cannot serve).
 """
 
 from __future__ import annotations
@@ -46,6 +47,15 @@ def main() -> int:
     parser.add_argument("--model-path", required=True)
     args, _ = parser.parse_known_args(argv[2:] if argv[:1] == ["-m"] else argv)
     print("standin: loading weights", flush=True)
+    if os.environ.get("STANDIN_RUST_REFUSES") and os.environ.get("SGLANG_RUST_SERVER") == "1":
+        # SGLang 0.5.23's message (rust_server/server.py `_resolve_multimodal`) before the scheduler exits.
+        print(
+            "RuntimeError: SGLANG_RUST_SERVER=1: no Rust MM pipeline for model_type='qwen3_5_moe' "
+            "(supported: qwen2_5_vl, qwen2_vl, qwen3_5, qwen3_5_moe, qwen3_vl, qwen3_vl_moe; images only). "
+            "Unset SGLANG_RUST_SERVER to serve this model.",
+            flush=True,
+        )
+        return 1
     print("standin: a line on stderr", file=sys.stderr, flush=True)
     asyncio.run(serve(args, record))
     return 0

@@ -23,18 +23,38 @@ from openjev.settings import load_settings
 PY = "/opt/sglang/bin/python"
 
 
-def test_default_command_for_the_production_model_on_the_rust_frontend() -> None:
+def test_default_command_for_the_production_model_on_the_python_frontend() -> None:
     command = sglang_command(load_settings({}), python=PY)
     assert command.argv == (
         PY, "-m", "sglang.launch_server",
         "--model-path", "nvidia/Qwen3.6-35B-A3B-NVFP4",
         "--served-model-name", "Qwen/Qwen3.6-35B-A3B",
         "--host", "127.0.0.1", "--port", "30000",
+        "--kv-cache-dtype", "bf16",
         "--mamba-radix-cache-strategy", "extra_buffer",
         "--log-level", "info",
     )  # fmt: skip
-    assert command.env == {"SGLANG_RUST_SERVER": "1"}
+    # The Python frontend until a GPU run shows the Rust one starts Qwen3.6 (it may refuse its image processor).
+    assert command.env == {"SGLANG_RUST_SERVER": "0"}
     assert "--skip-tokenizer-init" not in command.argv
+
+
+def test_the_rust_frontend_stays_a_setting_but_refuses_a_backend_key() -> None:
+    """0.5.23's Rust frontend has no API key: `--api-key` with it would leave SGLang's port open."""
+    command = sglang_command(load_settings({"OPENJEV_FRONTEND": "rust"}), python=PY)
+    assert command.env == {"SGLANG_RUST_SERVER": "1"}
+    with pytest.raises(SettingsError, match=r"OPENJEV_BACKEND_API_KEY: SGLang's Rust frontend .* ignores --api-key"):
+        sglang_command(load_settings({"OPENJEV_FRONTEND": "rust", "OPENJEV_BACKEND_API_KEY": "k"}), python=PY)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "auto", "fp8_e4m3"])
+def test_the_kv_cache_dtype_is_always_explicit(dtype: str) -> None:
+    """With SGLang's `auto`, a checkpoint declaring FP8 KV quantisation silently gets an FP8 KV cache."""
+    env = {"OPENJEV_KV_CACHE_DTYPE": dtype} if dtype != "bf16" else {}
+    argv = sglang_command(load_settings(env), python=PY).argv
+    assert argv[argv.index("--kv-cache-dtype") + 1] == dtype
+    with pytest.raises(SettingsError, match="OPENJEV_KV_CACHE_DTYPE"):
+        load_settings({"OPENJEV_KV_CACHE_DTYPE": "fp16"})
 
 
 def test_python_frontend_b200_profile_with_every_setting() -> None:
@@ -58,6 +78,7 @@ def test_python_frontend_b200_profile_with_every_setting() -> None:
         "--host", "127.0.0.1", "--port", "31000",
         "--api-key", "s3cret",
         "--context-length", "65536",
+        "--kv-cache-dtype", "bf16",
         "--mamba-radix-cache-strategy", "extra_buffer",
         "--log-level", "warning",
         "--schedule-policy", "lpm", "--cuda-graph-max-bs-decode", "16", "--enable-metrics",

@@ -34,6 +34,7 @@ def expected_argv(port: int, *extra: str) -> list[str]:
         "--served-model-name", "Qwen/Qwen3.6-35B-A3B",
         "--host", "127.0.0.1", "--port", str(port),
         *extra,
+        "--kv-cache-dtype", "bf16",
         "--mamba-radix-cache-strategy", "extra_buffer",
         "--log-level", "info",
     ]  # fmt: skip
@@ -43,7 +44,7 @@ def test_default_launch_command_gates_readiness_and_sigterm_stops_both(tmp_path:
     with serve_with_standin(tmp_path, LOADING) as served:
         recorded = served.recorded()
         assert recorded["argv"] == expected_argv(served.sglang_port)
-        assert recorded["SGLANG_RUST_SERVER"] == "1"  # the Rust frontend is the default
+        assert recorded["SGLANG_RUST_SERVER"] == "0"  # the Python frontend is the default
         # The API is up at once and says 503 while SGLang loads.
         assert wait_until(lambda: health_status(served.url), 30, "the API to listen") == 503
         question = {"q": {"type": "noul", "instructions": "Is it?"}}
@@ -97,6 +98,26 @@ def test_sglang_dying_makes_serve_exit_non_zero_within_two_seconds(tmp_path: Pat
         assert "sglang_exited_unexpectedly" in output
         assert "-9" in output  # the exit status, and SGLang's last lines, are logged
         assert "standin: serving on" in output
+
+
+def test_the_rust_frontend_refusing_the_model_is_named(tmp_path: Path) -> None:
+    """SGLang 0.5.23 exits at start when its Rust frontend has no image pipeline for a multimodal-family
+    model: openjev exits 1 like for any SGLang death, and says which setting avoids it."""
+    env = {"OPENJEV_FRONTEND": "rust", "STANDIN_RUST_REFUSES": "1"}
+    with serve_with_standin(tmp_path, env) as served:
+        assert served.wait_exit(30) == 1
+        assert served.recorded()["SGLANG_RUST_SERVER"] == "1"
+        output = served.output()
+        assert "sglang_exited_unexpectedly" in output
+        assert "sglang_rust_frontend_refused_model" in output
+        assert "OPENJEV_FRONTEND=python" in output
+
+
+def test_a_backend_key_with_the_rust_frontend_refuses_to_start_before_launching(tmp_path: Path) -> None:
+    with serve_with_standin(tmp_path, {"OPENJEV_FRONTEND": "rust", "OPENJEV_BACKEND_API_KEY": "k"}) as served:
+        assert served.wait_exit(30) == 2
+        assert "OPENJEV_BACKEND_API_KEY: SGLang's Rust frontend" in served.output()
+        assert not served.record.exists()
 
 
 def test_unknown_profile_refuses_to_start_before_launching(tmp_path: Path) -> None:

@@ -37,8 +37,11 @@ class LabelScores(msgspec.Struct, frozen=True):
 
 
 class BackendHealth(msgspec.Struct, frozen=True):
+    """`ok` False means down. A slow backend is still ok (`slow` True): it answers, late."""
+
     ok: bool
     detail: str
+    slow: bool = False
 
 
 @runtime_checkable

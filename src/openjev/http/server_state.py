@@ -39,6 +39,17 @@ class HealthReport(msgspec.Struct):
     backend_detail: str
     startup_seconds: float | None
     uptime_seconds: float
+    # Added after the fields above (kept as they were): "starting", "ok", "slow" (answers, late:
+    # still serving, still 200) or "down".
+    backend_state: str = "ok"
+
+
+def backend_state(phase: Phase, backend: BackendHealth) -> str:
+    if phase is Phase.STARTING:
+        return "starting"
+    if phase is Phase.FAILED or not backend.ok:
+        return "down"
+    return "slow" if backend.slow else "ok"
 
 
 def limits_from(settings: Settings) -> Limits:
@@ -99,6 +110,7 @@ class ServerState:
             backend_detail=backend.detail,
             startup_seconds=self.startup_seconds,
             uptime_seconds=time.monotonic() - self._created,
+            backend_state=backend_state(self.phase, backend),
         )
 
     async def _start(self) -> None:

@@ -22,6 +22,8 @@ from typing import Any
 import aiohttp
 import msgspec
 
+from openjev.adapters.sglang.checks import NO_LABEL_LOGPROBS, kv_cache_dtype, report_kv_cache, verify_key_enforced
+from openjev.adapters.sglang.health import HealthMonitor
 from openjev.domain.errors import BackendError, BackendUnavailable, OpenJevError, StartupError
 from openjev.domain.ports import BackendHealth, CallUsage, LabelScores
 from openjev.logs import get_logger
@@ -35,7 +37,6 @@ CONTROL_CONNECTIONS = 4
 # (SGLANG_TIMEOUT_KEEP_ALIVE, W523 environ.py:337). Dropping ours first avoids reusing a
 # connection the server is closing, which would fail a call with "server disconnected".
 KEEPALIVE_SECONDS = 4.0
-HEALTH_TIMEOUT = 4.0  # SGLang's /health runs a 1-token generation and sleeps 1 s before answering.
 STARTUP_PROBE_TIMEOUT = 25.0  # a /health that stalls answers 503 after SGLANG_HEALTH_CHECK_TIMEOUT=20 s.
 INFO_TIMEOUT = 10.0
 ABORT_TIMEOUT = 2.0
@@ -107,7 +108,10 @@ class SGLangBackend:
         self._session: aiohttp.ClientSession | None = None
         self._context: int | None = context_length
         self._abort_route_missing = False
+        self._health = HealthMonitor(self._probe_health, name=f"SGLang at {self.url}")
+        self._incompatible: str | None = None  # set at the first reply without label log-probabilities
         self.model_info: dict[str, Any] = {}
+        self.kv_cache_dtype: str | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -138,15 +142,20 @@ class SGLangBackend:
             await asyncio.sleep(min(delay, max(deadline - now, 0.0)))
             delay = min(delay * 1.5, 2.0)
         await self._read_info()
+        if self._api_key:
+            await verify_key_enforced(self._session, self.url)
+        report_kv_cache(self.url, self.kv_cache_dtype)
         log.info(
             "sglang_ready",
             url=self.url,
             waited_s=round(loop.time() - began, 1),
             model=self.model_info.get("model_path"),
             context_tokens=self._context,
+            kv_cache_dtype=self.kv_cache_dtype,
         )
 
     async def close(self) -> None:
+        await self._health.close()
         session, self._session = self._session, None
         if session is not None:
             await session.close()
@@ -157,10 +166,9 @@ class SGLangBackend:
     async def health(self) -> BackendHealth:
         if self._session is None:
             return BackendHealth(ok=False, detail="the SGLang client is not started")
-        problem = await self._probe_health(HEALTH_TIMEOUT)
-        if problem is None:
-            return BackendHealth(ok=True, detail=f"SGLang at {self.url} is healthy")
-        return BackendHealth(ok=False, detail=problem)
+        if self._incompatible is not None:
+            return BackendHealth(ok=False, detail=self._incompatible)
+        return await self._health.check()  # coalesced; slow is not down (health.py)
 
     # -- calls ---------------------------------------------------------------------------------------
 
@@ -183,7 +191,14 @@ class SGLangBackend:
             "logprob_start_len": -1,  # output position only: no prompt logprobs, full cache reuse.
             "rid": rid_for(call_id),
         }
+        if self._incompatible is not None:
+            raise BackendError(self._incompatible)
         meta = await self._generate(body)
+        if not meta.output_token_ids_logprobs or meta.output_token_ids_logprobs[0] is None:
+            # Not a bad call but a backend that can never serve openjev: fail now, and stay failed.
+            self._incompatible = NO_LABEL_LOGPROBS
+            log.error("sglang_no_label_logprobs", url=self.url, detail=NO_LABEL_LOGPROBS)
+            raise BackendError(NO_LABEL_LOGPROBS)
         return LabelScores(logprobs=_label_logprobs(meta, label_ids), usage=_usage(meta))
 
     async def abort(self, call_ids: Sequence[str]) -> None:
@@ -318,7 +333,9 @@ class SGLangBackend:
                 sglang=sorted(map(str, served)),
                 openjev=self._expected_model,
             )
-        limit = _server_limit(await self._get_json("/server_info"))
+        server_info = await self._get_json("/server_info")
+        self.kv_cache_dtype = kv_cache_dtype(server_info)
+        limit = _server_limit(server_info)
         if limit is None:
             limit = _models_limit(await self._get_json("/v1/models"))
         if limit is not None and self._configured_context is not None:

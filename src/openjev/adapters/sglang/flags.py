@@ -23,7 +23,13 @@ Decisions:
   branching points, which is what lets the branches reuse the shared prefix (reference §4). 0.5.23
   refuses it for other architectures ("needs mamba state", `model_hook.py`), so other models keep
   SGLang's `auto`.
-- The Rust frontend is `SGLANG_RUST_SERVER=1` in the environment, not a flag (reference §4).
+- The Rust frontend is `SGLANG_RUST_SERVER=1` in the environment, not a flag (reference §4). The
+  Python frontend is the default: 0.5.23's Rust one refuses a multimodal-family model unless its
+  image processor passes a strict check (which the NVIDIA checkpoint has not been seen to pass), and
+  it ignores `--api-key`, so a backend key with the Rust frontend is refused here.
+- `--kv-cache-dtype` is always passed (`OPENJEV_KV_CACHE_DTYPE`, default bf16): with `auto`, a
+  checkpoint whose `hf_quant_config.json` declares FP8 KV quantisation gets an FP8 KV cache (W523
+  mem_cache/kv_cache_dtype.py), which changes the label probabilities.
 """
 
 from __future__ import annotations
@@ -39,6 +45,15 @@ from openjev.domain.errors import SettingsError
 from openjev.settings import SGLANG_DEFAULT_MODEL, SGLANG_DEFAULT_PUBLIC_NAME, Settings
 
 PINNED_VERSION = "0.5.23"
+# 0.5.23's Rust frontend has no API-key setting: the Python key check is installed only on the Python
+# server (W523 http_server.py `add_api_key_middleware`), so `--api-key` would leave SGLang's port open.
+RUST_FRONTEND_IGNORES_KEY = (
+    "OPENJEV_BACKEND_API_KEY: SGLang's Rust frontend (OPENJEV_FRONTEND=rust) ignores --api-key, so the key "
+    "would protect nothing; use OPENJEV_FRONTEND=python with a backend key, or drop the key"
+)
+# What 0.5.23 prints before exiting when SGLANG_RUST_SERVER=1 meets a multimodal-family model it has no
+# Rust image pipeline for (W523 rust_server/server.py `_resolve_multimodal`).
+RUST_FRONTEND_REFUSAL = "SGLANG_RUST_SERVER=1: no Rust MM pipeline"
 ENTRY_MODULE = "sglang.launch_server"
 SGLANG_HOST = "127.0.0.1"  # SGLang listens on loopback only: its routes are never exposed (SPEC §7).
 
@@ -172,11 +187,14 @@ def sglang_command(settings: Settings, *, python: str, version: str | None = PIN
     argv += ["--served-model-name", settings.served_model_name or SGLANG_DEFAULT_PUBLIC_NAME]
     argv += ["--host", SGLANG_HOST, "--port", str(settings.sglang_port)]
     secrets: frozenset[str] = frozenset()
+    if settings.backend_api_key and settings.frontend == "rust":
+        raise SettingsError(RUST_FRONTEND_IGNORES_KEY)
     if settings.backend_api_key:
         argv += ["--api-key", settings.backend_api_key]
         secrets = frozenset({settings.backend_api_key})
     if settings.context_length:
         argv += ["--context-length", str(settings.context_length)]
+    argv += ["--kv-cache-dtype", settings.kv_cache_dtype]
     if is_hybrid_model(model):
         argv += [names.mamba_strategy, "extra_buffer"]
     argv += ["--log-level", settings.log_level]

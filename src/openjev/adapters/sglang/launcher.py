@@ -32,7 +32,13 @@ from collections.abc import Callable, Mapping
 from types import FrameType
 from typing import IO
 
-from openjev.adapters.sglang.flags import PINNED_VERSION, SGLANG_HOST, SGLangCommand, sglang_command
+from openjev.adapters.sglang.flags import (
+    PINNED_VERSION,
+    RUST_FRONTEND_REFUSAL,
+    SGLANG_HOST,
+    SGLangCommand,
+    sglang_command,
+)
 from openjev.domain.errors import SettingsError, StartupError
 from openjev.logs import get_logger
 from openjev.settings import Settings
@@ -200,6 +206,11 @@ def run_with_sglang(
             detail="stopping the API so that the platform replaces this server",
             last_output=list(process.tail),
         )
+        if any(RUST_FRONTEND_REFUSAL in line for line in process.tail):
+            log.error(
+                "sglang_rust_frontend_refused_model",
+                detail="SGLang's Rust frontend has no image pipeline for this model: set OPENJEV_FRONTEND=python",
+            )
         os.kill(os.getpid(), signal.SIGTERM)  # Granian (or our own handler) stops serve_api
         timer = threading.Timer(HARD_EXIT_GRACE, _hard_exit, args=(process.pid,))
         timer.daemon = True
