@@ -16,12 +16,12 @@ from typing import TypeVar
 import msgspec
 
 from openjev.domain.answers import make_answer
-from openjev.domain.decoding import decode_request
 from openjev.domain.errors import BackendTimeout, OpenJevError
 from openjev.domain.labels import LabelSet
 from openjev.domain.limits import Limits
 from openjev.domain.ports import CallUsage, LabelScores, PromptCodec, ScoringBackend
 from openjev.domain.prompt import PromptPlan, build_plan
+from openjev.domain.request_parsing import decode_request
 from openjev.domain.scoring_math import ConfidenceFormula
 from openjev.domain.validation import check_model, validate_request, validate_tokens
 from openjev.domain.wire import SystemOneRequest, SystemOneResponse, Usage
@@ -33,9 +33,8 @@ ABORT_TIMEOUT_SECONDS = 5.0
 
 
 class Timings(msgspec.Struct, frozen=True):
-    """Seconds spent preparing the prompt, prefilling the shared prefix, and running the branches."""
+    """Seconds spent prefilling the shared prefix and running the branches (the HTTP layer times preparation)."""
 
-    prepare: float
     prefill: float
     branches: float
 
@@ -43,7 +42,6 @@ class Timings(msgspec.Struct, frozen=True):
 class Prepared(msgspec.Struct, frozen=True):
     request: SystemOneRequest
     plan: PromptPlan
-    prepare_seconds: float
 
 
 class Evaluation(msgspec.Struct, frozen=True):
@@ -96,10 +94,9 @@ class Evaluator:
 
     def prepare(self, request: SystemOneRequest) -> Prepared:
         """Build and check the prompt plan (CPU only). Raises InvalidRequest before any inference."""
-        start = self._clock()
         plan = build_plan(request.state, request.questions, self._codec, self._labels)
         validate_tokens(plan, self._limits, self._branch_limit)
-        return Prepared(request=request, plan=plan, prepare_seconds=self._clock() - start)
+        return Prepared(request=request, plan=plan)
 
     async def evaluate(self, prepared: Prepared) -> Evaluation:
         in_flight: set[str] = set()
@@ -152,7 +149,7 @@ class Evaluator:
             ),
             prefix_tokens=len(plan.prefix_ids),
             cached_tokens=_cached(scores),
-            timings=Timings(prepare=prepared.prepare_seconds, prefill=warmed - start, branches=done - warmed),
+            timings=Timings(prefill=warmed - start, branches=done - warmed),
         )
 
     def _scorer(self, token_ids: list[int], label_ids: tuple[int, ...]) -> Callable[[str], Awaitable[LabelScores]]:

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from openjev.domain.errors import SettingsError
+from openjev.domain.request_parsing import explain_validation_error
 
 PREFIX = "OPENJEV_"
 # Read by modal_app.py on the deploying machine, never by the server: tolerated, not a typo.
@@ -109,12 +110,10 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
 
 
 def _explain(exc: msgspec.ValidationError) -> str:
-    text = str(exc)
-    message, _, path = text.partition(" - at `$.")
-    if path:
-        field = path.rstrip("`").split(".")[0].split("[")[0]
-        return f"{env_name(field)}: {message}"
-    return f"invalid settings: {text}"
+    message, path = explain_validation_error(exc)
+    if path and isinstance(path[0], str):
+        return f"{env_name(path[0])}: {message}"
+    return f"invalid settings: {exc}"
 
 
 __all__ = ["Settings", "SettingsError", "env_name", "load_settings"]

@@ -402,11 +402,11 @@ async def test_check_codec_refuses_a_codec_that_disagrees_with_the_engine(backen
         def render(self, messages: Any) -> str:
             return "".join(m.content for m in messages)
 
-        def encode(self, text: str) -> list[int]:
+        def encode_template(self, text: str) -> list[int]:
             return [ord(c) % VOCAB for c in text.replace("é", "e")]
 
-        def encode_text(self, text: str) -> list[int]:
-            return self.encode(text)
+        def encode_caller_text(self, text: str) -> list[int]:
+            return self.encode_template(text)
 
         def decode(self, token_ids: Any) -> str:
             return ""

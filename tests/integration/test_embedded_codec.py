@@ -63,14 +63,14 @@ def codec() -> GGUFCodec:
 
 @pytest.mark.parametrize("text", CORPUS)
 def test_template_text_tokenizes_exactly_as_llama_cpp(backend: EmbeddedBackend, codec: GGUFCodec, text: str) -> None:
-    assert codec.encode(text) == backend.tokenize(text)
+    assert codec.encode_template(text) == backend.tokenize(text)
 
 
 @pytest.mark.parametrize("text", CORPUS)
 def test_caller_text_tokenizes_as_llama_cpp_without_special_tokens(
     backend: EmbeddedBackend, codec: GGUFCodec, text: str
 ) -> None:
-    assert codec.encode_text(text) == backend.tokenize(text, parse_special=False)
+    assert codec.encode_caller_text(text) == backend.tokenize(text, parse_special=False)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -81,8 +81,8 @@ def test_caller_text_tokenizes_as_llama_cpp_without_special_tokens(
     )
 )
 def test_any_text_tokenizes_exactly_as_llama_cpp(backend: EmbeddedBackend, codec: GGUFCodec, text: str) -> None:
-    assert codec.encode(text) == backend.tokenize(text)
-    assert codec.encode_text(text) == backend.tokenize(text, parse_special=False)
+    assert codec.encode_template(text) == backend.tokenize(text)
+    assert codec.encode_caller_text(text) == backend.tokenize(text, parse_special=False)
 
 
 def test_rendered_prompts_tokenize_exactly_as_llama_cpp(backend: EmbeddedBackend, codec: GGUFCodec) -> None:
@@ -93,7 +93,7 @@ def test_rendered_prompts_tokenize_exactly_as_llama_cpp(backend: EmbeddedBackend
         ChatMessage(role="user", content="Which department?\n\nA) Billing\nB) Technical"),
     ]
     text = codec.render(messages) + ANSWER_OPENING
-    assert codec.encode(text) == backend.tokenize(text)
+    assert codec.encode_template(text) == backend.tokenize(text)
     backend.check_codec(codec, [text])  # the start-up self-check passes on the real engine
 
 

@@ -57,8 +57,8 @@ def labels(codec: GGUFCodec) -> LabelSet:
 def prompt(codec: GGUFCodec, labels: LabelSet) -> ContractPrompt:
     split = layout(codec, [ChatMessage(role="user", content=SKY)])
     return ContractPrompt(
-        prefix_ids=tuple(codec.encode(split.prefix_text)),
-        suffix_ids=tuple(codec.encode("Is the sky green? Answer with Yes or No." + split.tail_text)),
+        prefix_ids=tuple(codec.encode_template(split.prefix_text)),
+        suffix_ids=tuple(codec.encode_template("Is the sky green? Answer with Yes or No." + split.tail_text)),
         label_ids=labels.token_ids[:4],
         missing_label_id=49152 + 7,
     )
@@ -160,7 +160,7 @@ async def test_concurrent_branches_of_two_requests_match_sequential_ones(
 
 
 async def test_abort_stops_a_long_prefill_in_the_engine(backend: EmbeddedBackend, codec: GGUFCodec) -> None:
-    long_prompt = codec.encode(" ".join(f"item{i}" for i in range(1300)))[:2000]
+    long_prompt = codec.encode_template(" ".join(f"item{i}" for i in range(1300)))[:2000]
     assert len(long_prompt) == 2000  # four prompt batches of 512 tokens
     call = asyncio.ensure_future(backend.warm("to-abort", long_prompt))
     await asyncio.sleep(0.1)  # dispatched: the engine is prefilling the first batch

@@ -59,11 +59,11 @@ class HFCodec:
     def render(self, messages: Sequence[ChatMessage]) -> str:
         return render_chat_template(self._template, messages, bos_token=self._bos, eos_token=self._eos)
 
-    def encode(self, text: str) -> list[int]:
+    def encode_template(self, text: str) -> list[int]:
         ids: list[int] = self._tokenizer.encode(text, add_special_tokens=False).ids
         return ids
 
-    def encode_text(self, text: str) -> list[int]:
+    def encode_caller_text(self, text: str) -> list[int]:
         ids: list[int] = self._plain.encode(text, add_special_tokens=False).ids
         return ids
 

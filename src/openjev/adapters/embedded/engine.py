@@ -637,9 +637,9 @@ class EmbeddedBackend:
             [ChatMessage(role="system", content="Judge the data."), ChatMessage(role="user", content="Is it?")]
         )
         for text in (*_CODEC_PROBES, probe, *samples):
-            ours, theirs = codec.encode(text), self.tokenize(text)
+            ours, theirs = codec.encode_template(text), self.tokenize(text)
             if ours == theirs:
-                ours, theirs = codec.encode_text(text), self.tokenize(text, parse_special=False)
+                ours, theirs = codec.encode_caller_text(text), self.tokenize(text, parse_special=False)
             if ours != theirs:
                 at = common_prefix_length(ours, theirs)
                 raise StartupError(
