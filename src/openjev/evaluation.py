@@ -172,7 +172,7 @@ class Evaluator:
         log.info("branches_aborted", calls=len(ids))
         try:
             await asyncio.wait_for(asyncio.shield(self._backend.abort(ids)), ABORT_TIMEOUT_SECONDS)
-        except (TimeoutError, asyncio.CancelledError, Exception):  # abort is best effort, never masks the cause
+        except (TimeoutError, asyncio.CancelledError, Exception):  # noqa: BLE001 - abort is best effort, never masks the cause
             pass
 
 

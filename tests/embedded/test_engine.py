@@ -21,20 +21,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from openjev.adapters.embedded.engine import (
+from openjev.adapters.common_prefix import common_prefix_length
+from openjev.adapters.embedded.backend import EmbeddedBackend
+from openjev.adapters.embedded.llama_engine import EngineConfig
+from openjev.adapters.embedded.llama_protocol import (
     FALLBACK_LABEL_BIAS,
     LABEL_BIAS,
     LOG_PROB_FLOOR,
-    EmbeddedBackend,
-    EngineConfig,
     ReplyCollector,
-    SlotRouter,
-    common_prefix_length,
     label_probabilities,
     score_request,
     to_logprobs,
     warm_request,
 )
+from openjev.adapters.embedded.slot_router import SlotRouter
 from openjev.domain.errors import BackendError, BackendUnavailable, StartupError
 from openjev.domain.ports import CallUsage, ScoringBackend
 

@@ -13,8 +13,9 @@ import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from openjev.adapters.embedded.engine import EmbeddedBackend, EngineConfig
+from openjev.adapters.embedded.backend import EmbeddedBackend
 from openjev.adapters.embedded.gguf_codec import GGUFCodec
+from openjev.adapters.embedded.llama_engine import EngineConfig
 from openjev.adapters.embedded.model import default_model_path
 from openjev.domain.errors import StartupError
 from openjev.domain.labels import ANSWER_OPENING, label_context, verify_labels

@@ -15,14 +15,15 @@ import msgspec
 import pytest
 import pytest_asyncio
 
+from openjev.adapters.embedded.backend import EmbeddedBackend
 from openjev.adapters.embedded.build import build_runtime
-from openjev.adapters.embedded.engine import EmbeddedBackend, ReplyCollector, label_probabilities, score_request
 from openjev.adapters.embedded.gguf_codec import GGUFCodec
+from openjev.adapters.embedded.llama_protocol import ReplyCollector, label_probabilities, score_request
 from openjev.domain.errors import BackendError
 from openjev.domain.labels import LabelSet, verify_labels
 from openjev.domain.ports import ChatMessage
 from openjev.domain.prompt import build_plan, layout
-from openjev.domain.wire import ChoiceQuestion, NoulQuestion, Question
+from openjev.domain.wire import ChoiceQuestion, NoulQuestion, Question, TextValue
 from openjev.settings import load_settings
 from tests.contract.contract import BackendContract, ContractPrompt
 
@@ -94,7 +95,7 @@ def full_distribution(backend: EmbeddedBackend, token_ids: list[int]) -> dict[in
 async def test_label_probabilities_equal_the_full_distribution_restricted_to_the_labels(
     backend: EmbeddedBackend, codec: GGUFCodec, labels: LabelSet, count: int
 ) -> None:
-    options: dict[str, str | None] = {f"option {i}": f"Description number {i}" for i in range(count)}
+    options: dict[str, TextValue | None] = {f"option {i}": f"Description number {i}" for i in range(count)}
     question: Question = (
         NoulQuestion(instructions="Is the sky green?") if count == 2 else ChoiceQuestion(criteria=options)
     )
@@ -114,7 +115,11 @@ async def test_label_probabilities_equal_the_full_distribution_restricted_to_the
 async def test_a_branch_after_the_warm_up_equals_a_cold_evaluation(
     backend: EmbeddedBackend, codec: GGUFCodec, labels: LabelSet
 ) -> None:
-    criteria = {"refund": "A refund", "technical": "A software bug", "sales": "Buying something"}
+    criteria: dict[str, TextValue | None] = {
+        "refund": "A refund",
+        "technical": "A software bug",
+        "sales": "Buying something",
+    }
     plan = plan_for(codec, labels, TICKET, {"dept": ChoiceQuestion(criteria=criteria, instructions="Which team?")})
     prefix, branch = list(plan.prefix_ids), plan.branches[0]
     warm = await backend.warm("warm-1", prefix)

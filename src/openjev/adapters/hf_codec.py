@@ -101,7 +101,7 @@ def _download(repo_id: str, revision: str | None) -> Path:
         hf_hub_download(repo_id, CONFIG_FILE, revision=revision)
         try:
             hf_hub_download(repo_id, TEMPLATE_FILE, revision=revision)
-        except Exception:
+        except Exception:  # noqa: BLE001 - the template file is optional; the tokenizer config may hold it
             pass
     except Exception as exc:
         raise StartupError(f"cannot fetch the tokenizer of {repo_id} (revision {revision}): {exc}") from exc

@@ -87,7 +87,7 @@ class ServerState:
         if self.phase is Phase.READY:
             try:
                 backend = await asyncio.wait_for(self.runtime.backend.health(), 5)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - any failure of the probe means "unhealthy"
                 backend = BackendHealth(ok=False, detail=f"health check failed: {exc}")
         status = self.phase.value if self.phase is not Phase.READY or backend.ok else "backend_unavailable"
         return HealthReport(

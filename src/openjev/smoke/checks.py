@@ -162,18 +162,19 @@ def answer_problems(questions: Mapping[str, Mapping[str, Any]], body: Any) -> li
         problems.append(f"answers are for {sorted(answers)[:5]}, questions were {sorted(questions)[:5]}")
     for qid, question in questions.items():
         answer = answers.get(qid)
-        where = f"answers[{qid!r}]"
-        if not isinstance(answer, dict):
-            continue
-        if answer.get("type") != question["type"]:
-            problems.append(f"{where}.type is {answer.get('type')!r}, the question is {question['type']!r}")
-        elif question["type"] == "noul":
-            problems += _noul_problems(where, answer)
-        elif question["type"] == "choice":
-            problems += _choice_problems(where, question, answer)
-        else:
-            problems += _score_problems(where, question, answer)
+        if isinstance(answer, dict):
+            problems += _typed_answer_problems(f"answers[{qid!r}]", question, answer)
     return problems
+
+
+def _typed_answer_problems(where: str, question: Mapping[str, Any], answer: Mapping[str, Any]) -> list[str]:
+    if answer.get("type") != question["type"]:
+        return [f"{where}.type is {answer.get('type')!r}, the question is {question['type']!r}"]
+    if question["type"] == "noul":
+        return _noul_problems(where, answer)
+    if question["type"] == "choice":
+        return _choice_problems(where, question, answer)
+    return _score_problems(where, question, answer)
 
 
 # ---------------------------------------------------------------------------------------------

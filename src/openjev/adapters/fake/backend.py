@@ -14,6 +14,7 @@ import struct
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from openjev.adapters.common_prefix import common_prefix_length
 from openjev.domain.errors import BackendError
 from openjev.domain.ports import BackendHealth, CallUsage, LabelScores
 
@@ -34,7 +35,7 @@ class FakeBackend:
         self.fail_after = fail_after
         self.swap_labels = swap_labels
         self._context = context
-        self._seen: OrderedDict[bytes, None] = OrderedDict()
+        self._seen: OrderedDict[tuple[int, ...], None] = OrderedDict()
         self.calls: list[tuple[str, str, tuple[int, ...], tuple[int, ...]]] = []  # (kind, id, tokens, labels)
         self.aborted: list[str] = []
         self.in_flight: set[str] = set()
@@ -90,10 +91,10 @@ class FakeBackend:
             raise BackendError(f"fake backend failure injected after {self.fail_after} calls")
 
     def _usage(self, token_ids: Sequence[int]) -> CallUsage:
-        data = _pack(token_ids)
-        cached = max((_common_prefix(data, seen) for seen in self._seen), default=0) // 4
-        self._seen[data] = None
-        self._seen.move_to_end(data)
+        tokens = tuple(token_ids)
+        cached = max((common_prefix_length(tokens, seen) for seen in self._seen), default=0)
+        self._seen[tokens] = None
+        self._seen.move_to_end(tokens)
         if len(self._seen) > _MAX_REMEMBERED:
             self._seen.popitem(last=False)
         return CallUsage(prompt_tokens=len(token_ids), cached_tokens=min(cached, max(len(token_ids) - 1, 0)))
@@ -106,15 +107,3 @@ def _pack(token_ids: Sequence[int]) -> bytes:
 def _logprob(seed: bytes, label: int) -> float:
     digest = hashlib.blake2b(seed + struct.pack("<I", label), digest_size=8).digest()
     return -8.0 * int.from_bytes(digest, "little") / 2**64
-
-
-def _common_prefix(a: bytes, b: bytes) -> int:
-    """Length in bytes of the common prefix, by binary search over C-speed slice compares."""
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
