@@ -92,6 +92,10 @@ class Evaluator:
     def branch_limit(self) -> int:
         return self._branch_limit
 
+    @property
+    def labels(self) -> LabelSet:
+        return self._labels
+
     def prepare(self, request: SystemOneRequest) -> Prepared:
         """Build and check the prompt plan (CPU only). Raises InvalidRequest before any inference."""
         plan = build_plan(request.state, request.questions, self._codec, self._labels)

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from openjev.domain.errors import SettingsError
+from openjev.domain.limits import Limits
 from openjev.domain.request_parsing import explain_validation_error
 
 PREFIX = "OPENJEV_"
@@ -25,6 +26,7 @@ MAX_OPTION_LIMIT = 255
 Positive = Annotated[int, msgspec.Meta(gt=0)]
 PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
 BackendKind = Literal["auto", "embedded", "sglang", "fake"]
+_LIMITS = Limits()  # the admission limits' defaults are the domain's
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
@@ -45,15 +47,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     api_key: str | None = None
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
-    # Admission limits (per API process).
-    max_questions: Positive = 64
-    max_options: Annotated[int, msgspec.Meta(ge=2, le=MAX_OPTION_LIMIT)] = 64
-    max_body_bytes: Positive = 2 * 1024 * 1024
-    max_input_tokens: Positive = 32_768
-    max_total_input_tokens: Positive = 262_144
-    max_concurrent_requests: Positive = 16
-    max_concurrent_branches: Positive = 64
-    request_timeout: PositiveFloat = 120.0
+    # Admission limits (per API process): `openjev.bootstrap.limits_from` reads them by name.
+    max_questions: Positive = _LIMITS.max_questions
+    max_options: Annotated[int, msgspec.Meta(ge=2, le=MAX_OPTION_LIMIT)] = _LIMITS.max_options
+    max_body_bytes: Positive = _LIMITS.max_body_bytes
+    max_input_tokens: Positive = _LIMITS.max_input_tokens
+    max_total_input_tokens: Positive = _LIMITS.max_total_input_tokens
+    max_concurrent_requests: Positive = _LIMITS.max_concurrent_requests
+    max_concurrent_branches: Positive = _LIMITS.max_concurrent_branches
+    request_timeout: PositiveFloat = _LIMITS.request_timeout_seconds
 
     # Answers.
     temperature: PositiveFloat = 1.0
@@ -76,6 +78,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     fake_latency: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     fake_fail_after: int | None = None  # fail every call after this many (failure injection).
     fake_swap_labels: bool = False  # answer as if the label mapping were reversed (smoke tests).
+
+    @property
+    def request_timeout_seconds(self) -> float:
+        """`request_timeout` under the name `Limits` (and GET /v1/limits) use."""
+        return self.request_timeout
 
     def resolved_backend(self) -> Literal["embedded", "sglang", "fake"]:
         """`auto` means SGLang when one is configured (connect URL or SGLang python), else embedded."""
