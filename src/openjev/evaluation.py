@@ -1,4 +1,4 @@
-"""The evaluation use case: plan → warm the prefix → branches → answers (SPEC §3, §5).
+"""The evaluation use case: plan → warm the prefix → branches → answers (docs/spec.md#how-an-answer-is-computed).
 
 Depends only on the domain and its ports. Branches run concurrently under a process-wide limit
 on backend calls; the first failure, the deadline or a cancelled caller cancels every sibling and

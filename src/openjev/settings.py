@@ -30,7 +30,7 @@ _LIMITS = Limits()  # the admission limits' defaults are the domain's
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
-    """Every setting, with the defaults of SPEC §6. Field `x` is read from `OPENJEV_X`."""
+    """Every setting and its default (docs/settings.md). Field `x` is read from `OPENJEV_X`."""
 
     # Model and backend choice.
     backend: BackendKind = "auto"

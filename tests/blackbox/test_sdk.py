@@ -45,7 +45,7 @@ def async_client(server: ServerProcess, **kwargs: Any) -> AsyncTypeSafeClient:
 
 
 def sdk_questions() -> dict[str, Any]:
-    """The SPEC §1 questions as SDK objects."""
+    """The specification's example questions (docs/spec.md) as SDK objects."""
     return {
         "refund": Noul(instructions="Does the user request a refund?"),
         "department": Choice(

@@ -1,4 +1,4 @@
-"""The contract every ScoringBackend adapter passes (DESIGN.md: ports and adapters).
+"""The contract every ScoringBackend adapter passes (ports and adapters: every adapter proves itself here).
 
 Subclass `BackendContract` in a `test_*.py` module and provide two fixtures:
 - `backend`: an async fixture yielding a started ScoringBackend;

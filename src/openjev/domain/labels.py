@@ -1,4 +1,6 @@
-"""Single-token answer labels, verified against the active tokenizer at start-up (SPEC §3).
+"""Single-token answer labels, verified against the active tokenizer at start-up.
+
+See docs/spec.md#how-an-answer-is-computed.
 
 The assistant turn ends with `Answer:`; the label is the next token, written with its leading
 space (" A"). A label is usable only if appending it to that exact context adds exactly one token

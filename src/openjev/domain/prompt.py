@@ -1,4 +1,6 @@
-"""The prompt plan: one rendered conversation, a shared prefix and one suffix per question (SPEC §3).
+"""The prompt plan: one rendered conversation, a shared prefix and one suffix per question.
+
+See docs/spec.md#how-an-answer-is-computed.
 
 The state renders once with the model's chat template. Each question becomes one more user turn;
 the assistant turn opens with `Answer:` and the next token is the label. Option names and question
