@@ -35,7 +35,7 @@ class FakeBackend:
         self.fail_after = fail_after
         self.swap_labels = swap_labels
         self._context = context
-        self._seen: OrderedDict[tuple[int, ...], None] = OrderedDict()
+        self._seen: OrderedDict[bytes, None] = OrderedDict()
         self.calls: list[tuple[str, str, tuple[int, ...], tuple[int, ...]]] = []  # (kind, id, tokens, labels)
         self.aborted: list[str] = []
         self.in_flight: set[str] = set()
@@ -91,10 +91,10 @@ class FakeBackend:
             raise BackendError(f"fake backend failure injected after {self.fail_after} calls")
 
     def _usage(self, token_ids: Sequence[int]) -> CallUsage:
-        tokens = tuple(token_ids)
-        cached = max((common_prefix_length(tokens, seen) for seen in self._seen), default=0)
-        self._seen[tokens] = None
-        self._seen.move_to_end(tokens)
+        data = _pack(token_ids)  # 4 bytes a token: the common prefix is compared at memcmp speed
+        cached = max((common_prefix_length(data, seen) for seen in self._seen), default=0) // 4
+        self._seen[data] = None
+        self._seen.move_to_end(data)
         if len(self._seen) > _MAX_REMEMBERED:
             self._seen.popitem(last=False)
         return CallUsage(prompt_tokens=len(token_ids), cached_tokens=min(cached, max(len(token_ids) - 1, 0)))
