@@ -4,7 +4,7 @@ Run: `uv run python benchmarks/bench_embedded.py [--requests N] [--budget SECOND
 
 Starts the real server as a subprocess (the environment's `openjev` entry point, so the PID is the
 server's own and its memory can be read), waits for GET /health to answer 200, then measures for
-the SPEC §1 example (3 questions) and for a 12-question request, at concurrency 1 and 4:
+the example of docs/spec.md (3 questions) and for a 12-question request, at concurrency 1 and 4:
 
 - latency median and p90 (client side, whole request);
 - decisions per second (questions answered / wall time);

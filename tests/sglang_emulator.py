@@ -1,7 +1,8 @@
 """An SGLang 0.5.23 emulator: the native HTTP routes openjev uses, with SGLang's JSON, and no GPU.
 
-It answers `POST /generate` the way SGLang's `TokenizerManager` does (see
-/work/shared/reference/sglang.md §1-§3): single or batched `input_ids`, `sampling_params` with
+It answers `POST /generate` the way SGLang's `TokenizerManager` does (`srt/managers/tokenizer_manager.py`
+and `srt/entrypoints/http_server.py` under https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/):
+single or batched `input_ids`, `sampling_params` with
 unknown keys rejected (400 `{"error": ...}`), `token_ids_logprob` flat or nested with
 out-of-vocabulary ids rejected, `rid` (batch + str rid -> `rid_i`, a rid still in flight -> 400),
 and a `meta_info` carrying `prompt_tokens`, `cached_tokens` and
@@ -53,7 +54,7 @@ T = TypeVar("T")
 DEFAULT_VOCAB_SIZE = 151_936  # Qwen3's embedding rows: token ids are valid in [0, this).
 _SPREAD = 8.0  # logits are uniform in [0, _SPREAD): label probabilities differ by up to e^8.
 
-# W523 `sglang/api/v1/api_types.py`: sampling_params rejects unknown keys (reference §1.1).
+# `api/v1/api_types.py` at v0.5.23: sampling_params rejects unknown keys.
 SAMPLING_PARAM_KEYS = (
     "max_new_tokens",
     "stop",
@@ -85,7 +86,7 @@ SAMPLING_PARAM_KEYS = (
     "choice",
 )
 
-# Routes that need `Authorization: Bearer <--api-key>` when a key is set (reference §3); /health is exempt.
+# Routes that need `Authorization: Bearer <--api-key>` when a key is set (`srt/utils/auth.py`); /health is exempt.
 _AUTH_PREFIXES = (
     "/generate",
     "/model_info",
@@ -130,7 +131,7 @@ class EmulatorConfig:
     served_model_name: str | None = None
     frontend: str = "python"
     server_info: bool = True  # False: /server_info answers 404 (as an older gateway might).
-    abort_route: bool = True  # False: /abort_request answers 404, like SGLang's router (reference §5).
+    abort_route: bool = True  # False: /abort_request answers 404, like SGLang's router (sgl-model-gateway).
     reverse_label_order: bool = False  # list output_token_ids_logprobs entries in reverse order.
     label_logprobs: bool = True  # False: no output_token_ids_logprobs at all (the router's gRPC path).
     health_delay: float = 0.0  # seconds /health takes (SGLang's own probe waits for a generation).
@@ -323,7 +324,7 @@ class SGLangEmulator:
         )
 
     def _max_req_input_len(self) -> int:
-        # W523 tp_worker: max_req_len = min(context_len - 1, kv_capacity - 1); input = that - 5.
+        # v0.5.23 `srt/managers/tp_worker.py`: max_req_len = min(context_len - 1, kv_capacity - 1); input = that - 5.
         return self.config.context_length - 1 - 5
 
     async def _server_info(self, request: web.Request) -> web.Response:
@@ -364,7 +365,7 @@ class SGLangEmulator:
         abort_all = bool(body.get("abort_all")) if isinstance(body, dict) else False
         self.aborted.append(rid)
         for live_rid, event in self._in_flight.items():
-            # SGLang's scheduler matches by prefix: req.rid.startswith(recv_req.rid) (reference §3).
+            # SGLang's scheduler matches by prefix: req.rid.startswith(recv_req.rid) (`srt/managers/scheduler.py`).
             if abort_all or (rid and live_rid.startswith(rid)):
                 event.set()
         return web.Response(status=200)
@@ -413,7 +414,7 @@ class SGLangEmulator:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(event.wait(), timeout=seconds)
 
-    def _expand(self, body: Any) -> list[dict[str, Any]]:
+    def _expand(self, body: Any) -> list[dict[str, Any]]:  # noqa: C901 - SGLang's checks, one by one, in its order
         """Validate a /generate body like SGLang and split it into per-item requests."""
         if not isinstance(body, dict):
             raise _BadRequest({"error": "the request body must be a JSON object"})

@@ -19,7 +19,11 @@ from openjev.prior_cache import PriorCache, prior_key
 
 CODEC = ChatMLByteCodec()
 LABELS = verify_labels(CODEC, 64)
-CHOICE = {"type": "choice", "instructions": "Topic?", "criteria": {"world": "World", "sports": "Sports", "tech": None}}
+CHOICE: dict[str, Any] = {
+    "type": "choice",
+    "instructions": "Topic?",
+    "criteria": {"world": "World", "sports": "Sports", "tech": None},
+}
 NOUL = {"type": "noul", "instructions": "Positive?"}
 SCORE = {"type": "score", "criteria": ["Low", "Mid", "High"]}
 

@@ -57,7 +57,7 @@ def api_install_set(lock: Lock) -> dict[str, Version | None]:
     `uv pip install` ignores the project's `[tool.uv] override-dependencies`, so an edge the lock
     dropped through an override counts here (its version is then unknown: None).
     """
-    packages = {canonicalize_name(p["name"]): p for p in lock["package"]}
+    packages: dict[str, Any] = {str(canonicalize_name(p["name"])): p for p in lock["package"]}
     overridden = {canonicalize_name(o["name"]) for o in lock.get("manifest", {}).get("overrides", [])}
 
     def edges(entries: list[dict[str, Any]]) -> Iterator[tuple[str, tuple[str, ...]]]:

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -34,7 +34,7 @@ Loader = Callable[..., ModuleType]
 
 
 @pytest.fixture
-def load(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Loader]:
+def load(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Loader:
     """Import (or re-import) modal_app with the given deploy-time environment."""
     monkeypatch.setenv("HOME", str(tmp_path))
     for name in (*MODAL_VARIABLES, *DEPLOY_VARIABLES):
@@ -74,7 +74,7 @@ def test_modal_recorded_the_gpu_volume_and_region(load: Loader) -> None:
     app = load()
     from modal._utils.async_utils import synchronizer
 
-    spec = synchronizer._translate_in(app.OpenJev)._get_service_function()._spec
+    spec = synchronizer._translate_in(app.OpenJev)._get_service_function()._spec  # type: ignore[no-untyped-call]
     assert spec.gpus == "B200:1"
     assert list(spec.scheduler_placement.regions) == ["us"]
     assert set(spec.volumes) == {"/cache"}

@@ -1,12 +1,38 @@
-"""The composition root: pick the backend adapter the settings ask for."""
+"""The composition root: settings in, a started and verified evaluator out.
+
+Everything that turns `Settings` into working objects happens here, once: which backend adapter
+to use (`build_runtime`), the admission limits in force (`limits_from`), and the start-up sequence
+(start the backend, load its codec, verify the answer labels, check the chat template, build the
+`Evaluator`). The HTTP app runs `start_evaluator` in the background while /health answers 503;
+tests and notebooks use `serving`:
+
+    settings = load_settings(backend="fake")
+    runtime = build_runtime(settings)
+    async with serving(settings, runtime) as evaluator:
+        request = parse_request(body, limits_from(settings), runtime.model_names)
+        evaluation = await evaluator.evaluate(evaluator.prepare(request))
+"""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+import msgspec
+
+from openjev.domain.labels import LabelSet, verify_labels
+from openjev.domain.limits import Limits
+from openjev.domain.ports import PromptCodec
+from openjev.domain.prompt import check_template
+from openjev.evaluation import Evaluator
+from openjev.prior_cache import PriorCache
 from openjev.runtime import Runtime
 from openjev.settings import Settings
 
 
 def build_runtime(settings: Settings) -> Runtime:
+    """The backend adapter the settings ask for (cheap and synchronous: nothing is loaded yet)."""
     kind = settings.resolved_backend()
     if kind == "fake":
         from openjev.adapters.fake.build import build_runtime as build_fake
@@ -22,3 +48,51 @@ def build_runtime(settings: Settings) -> Runtime:
     from openjev.adapters.embedded.build import build_runtime as build_embedded
 
     return build_embedded(settings)
+
+
+def limits_from(settings: Settings) -> Limits:
+    """The admission limits in force: the settings' fields of the same names."""
+    return msgspec.convert(settings, Limits, from_attributes=True)
+
+
+async def start_evaluator(
+    settings: Settings, runtime: Runtime, *, on_step: Callable[[str], None] = lambda _: None
+) -> Evaluator:
+    """Start the backend, load and verify the codec, and build the evaluator; slow parts run in threads.
+
+    Raises StartupError (or the backend's own error) when the model cannot serve. `on_step` hears
+    what is being done next, for /health.
+    """
+    await runtime.backend.start()
+    on_step("loading the tokenizer and verifying labels")
+    codec = await asyncio.to_thread(runtime.load_codec)
+    labels = await asyncio.to_thread(verify_labels, codec, settings.max_options)
+    await asyncio.to_thread(check_template, codec, labels)
+    return build_evaluator(settings, runtime, codec, labels)
+
+
+def build_evaluator(settings: Settings, runtime: Runtime, codec: PromptCodec, labels: LabelSet) -> Evaluator:
+    """The one place where settings become the evaluator's arguments."""
+    return Evaluator(
+        backend=runtime.backend,
+        codec=codec,
+        labels=labels,
+        limits=limits_from(settings),
+        public_model=runtime.public_model,
+        temperature=settings.temperature,
+        confidence=settings.confidence,
+        debias=settings.resolved_debias(),
+        max_orders=settings.debias_max_orders,
+        priors=PriorCache(settings.prior_cache_entries),
+        branch_context=runtime.backend.context_tokens(),
+    )
+
+
+@asynccontextmanager
+async def serving(settings: Settings, runtime: Runtime | None = None) -> AsyncIterator[Evaluator]:
+    """A started evaluator for the length of the block; its backend is closed afterwards."""
+    runtime = runtime or build_runtime(settings)
+    try:
+        yield await start_evaluator(settings, runtime)
+    finally:
+        await runtime.backend.close()

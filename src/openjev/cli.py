@@ -101,7 +101,7 @@ def serve_api(settings: Settings, env: Mapping[str, str]) -> int:
 
 def _schema(args: argparse.Namespace) -> int:
     from openjev.http.app import create_app
-    from openjev.http.routes import openapi_document
+    from openjev.http.openapi_docs import openapi_document
 
     app = create_app(load_settings(backend="fake"))
     sys.stdout.write(msgspec.json.format(msgspec.json.encode(openapi_document(app))).decode() + "\n")

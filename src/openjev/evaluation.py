@@ -1,4 +1,4 @@
-"""The evaluation use case: plan → warm the prefix → branches → answers (SPEC §3, §5).
+"""The evaluation use case: plan → warm the prefix → branches → answers (docs/spec.md#how-an-answer-is-computed).
 
 Depends only on the domain and its ports. Branches run concurrently under a process-wide limit
 on backend calls; the first failure, the deadline or a cancelled caller cancels every sibling and
@@ -25,12 +25,12 @@ from openjev.domain.debiasing import (
     identity,
     option_orders,
 )
-from openjev.domain.decoding import decode_request
 from openjev.domain.errors import BackendTimeout, OpenJevError
 from openjev.domain.labels import LabelSet
 from openjev.domain.limits import Limits
 from openjev.domain.ports import CallUsage, LabelScores, PromptCodec, ScoringBackend
 from openjev.domain.prompt import Branch, PromptPlan, build_plan, content_free
+from openjev.domain.request_parsing import decode_request
 from openjev.domain.scoring_math import ConfidenceFormula
 from openjev.domain.validation import check_model, validate_request, validate_tokens
 from openjev.domain.wire import (
@@ -51,9 +51,8 @@ ABORT_TIMEOUT_SECONDS = 5.0
 
 
 class Timings(msgspec.Struct, frozen=True):
-    """Seconds spent preparing the prompt, prefilling the shared prefix, and running the branches."""
+    """Seconds spent prefilling the shared prefix and running the branches (the HTTP layer times preparation)."""
 
-    prepare: float
     prefill: float
     branches: float
 
@@ -61,7 +60,6 @@ class Timings(msgspec.Struct, frozen=True):
 class Prepared(msgspec.Struct, frozen=True):
     request: SystemOneRequest
     plan: PromptPlan
-    prepare_seconds: float
     priors: PromptPlan | None = None  # the calibrated questions on a content-free state
 
 
@@ -125,9 +123,12 @@ class Evaluator:
     def debias(self) -> DebiasMode:
         return self._debias
 
+    @property
+    def labels(self) -> LabelSet:
+        return self._labels
+
     def prepare(self, request: SystemOneRequest) -> Prepared:
         """Build and check the prompt plan (CPU only). Raises InvalidRequest before any inference."""
-        start = self._clock()
         policy = DebiasPolicy.of(request.x_debias or self._debias, self._max_orders)
 
         def orders(question: Question) -> tuple[tuple[int, ...], ...]:
@@ -142,7 +143,7 @@ class Evaluator:
         if calibrated:
             empty = content_free(request.state, CONTENT_FREE_STATE)
             priors = build_plan(empty, calibrated, self._codec, self._labels, orders)
-        return Prepared(request=request, plan=plan, prepare_seconds=self._clock() - start, priors=priors)
+        return Prepared(request=request, plan=plan, priors=priors)
 
     async def evaluate(self, prepared: Prepared) -> Evaluation:
         in_flight: set[str] = set()
@@ -196,7 +197,7 @@ class Evaluator:
             ),
             prefix_tokens=len(plan.prefix_ids),
             cached_tokens=_cached(calls),
-            timings=Timings(prepare=prepared.prepare_seconds, prefill=warmed - start, branches=done - warmed),
+            timings=Timings(prefill=warmed - start, branches=done - warmed),
             debias_calls=len(calls) - len(prepared.request.questions),
             prior_hits=len(known) - len(fresh),
         )
@@ -262,7 +263,7 @@ class Evaluator:
         log.info("branches_aborted", calls=len(ids))
         try:
             await asyncio.wait_for(asyncio.shield(self._backend.abort(ids)), ABORT_TIMEOUT_SECONDS)
-        except (TimeoutError, asyncio.CancelledError, Exception):  # abort is best effort, never masks the cause
+        except (TimeoutError, asyncio.CancelledError, Exception):  # noqa: BLE001 - abort is best effort, never masks the cause
             pass
 
 

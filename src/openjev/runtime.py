@@ -1,6 +1,7 @@
 """What a backend adapter hands to the application: the backend, how to load its codec, its names.
 
-Each adapter package has a `build_runtime(settings) -> Runtime`; `openjev.bootstrap` picks one.
+Each adapter package has a `build_runtime(settings) -> Runtime`; `openjev.bootstrap` picks one and
+starts it.
 Building is cheap and synchronous (no model load, no network); the slow parts happen in
 `backend.start()` and `load_codec()`, during the app's start-up while /health says 503.
 """
@@ -22,3 +23,8 @@ class Runtime:
     model_description: str
     accepted_models: frozenset[str] = field(default_factory=frozenset)  # besides public_model and jev-latest
     release_date: str | None = None  # YYYY-MM-DD of the served model, when known
+
+    @property
+    def model_names(self) -> frozenset[str]:
+        """Every `model` a request may name, besides `jev-latest`."""
+        return frozenset({self.public_model, *self.accepted_models})

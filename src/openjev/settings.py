@@ -14,6 +14,8 @@ import msgspec
 
 from openjev.domain.debiasing import DebiasMode
 from openjev.domain.errors import SettingsError
+from openjev.domain.limits import Limits
+from openjev.domain.request_parsing import explain_validation_error
 
 PREFIX = "OPENJEV_"
 # Read by modal_app.py on the deploying machine, never by the server: tolerated, not a typo.
@@ -31,10 +33,11 @@ BackendKind = Literal["auto", "embedded", "sglang", "fake"]
 # model in our measurements and option rotation multiplies GPU work. Fake: off, so tests see N + 1 calls.
 DEFAULT_DEBIAS: dict[str, DebiasMode] = {"embedded": "rotate+calibrate", "sglang": "none", "fake": "none"}
 KVCacheDtype = Literal["bf16", "bfloat16", "auto", "fp8_e4m3", "fp8_e5m2", "mxfp8", "nvfp4", "fp4_mx_block16"]
+_LIMITS = Limits()  # the admission limits' defaults are the domain's
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
-    """Every setting, with the defaults of SPEC §6. Field `x` is read from `OPENJEV_X`."""
+    """Every setting and its default (docs/settings.md). Field `x` is read from `OPENJEV_X`."""
 
     # Model and backend choice.
     backend: BackendKind = "auto"
@@ -53,15 +56,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     api_key: str | None = None
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
-    # Admission limits (per API process).
-    max_questions: Positive = 64
-    max_options: Annotated[int, msgspec.Meta(ge=2, le=MAX_OPTION_LIMIT)] = 64
-    max_body_bytes: Positive = 2 * 1024 * 1024
-    max_input_tokens: Positive = 32_768
-    max_total_input_tokens: Positive = 262_144
-    max_concurrent_requests: Positive = 16
-    max_concurrent_branches: Positive = 64
-    request_timeout: PositiveFloat = 120.0
+    # Admission limits (per API process): `openjev.bootstrap.limits_from` reads them by name.
+    max_questions: Positive = _LIMITS.max_questions
+    max_options: Annotated[int, msgspec.Meta(ge=2, le=MAX_OPTION_LIMIT)] = _LIMITS.max_options
+    max_body_bytes: Positive = _LIMITS.max_body_bytes
+    max_input_tokens: Positive = _LIMITS.max_input_tokens
+    max_total_input_tokens: Positive = _LIMITS.max_total_input_tokens
+    max_concurrent_requests: Positive = _LIMITS.max_concurrent_requests
+    max_concurrent_branches: Positive = _LIMITS.max_concurrent_branches
+    request_timeout: PositiveFloat = _LIMITS.request_timeout_seconds
 
     # Answers.
     temperature: PositiveFloat = 1.0
@@ -98,6 +101,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     def resolved_debias(self) -> DebiasMode:
         """OPENJEV_DEBIAS, or the default measured for the backend in use."""
         return self.debias if self.debias is not None else DEFAULT_DEBIAS[self.resolved_backend()]
+    @property
+    def request_timeout_seconds(self) -> float:
+        """`request_timeout` under the name `Limits` (and GET /v1/limits) use."""
+        return self.request_timeout
 
     def resolved_backend(self) -> Literal["embedded", "sglang", "fake"]:
         """`auto` means SGLang when one is configured (connect URL or SGLang python), else embedded."""
@@ -134,12 +141,10 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
 
 
 def _explain(exc: msgspec.ValidationError) -> str:
-    text = str(exc)
-    message, _, path = text.partition(" - at `$.")
-    if path:
-        field = path.rstrip("`").split(".")[0].split("[")[0]
-        return f"{env_name(field)}: {message}"
-    return f"invalid settings: {text}"
+    message, path = explain_validation_error(exc)
+    if path and isinstance(path[0], str):
+        return f"{env_name(path[0])}: {message}"
+    return f"invalid settings: {exc}"
 
 
 __all__ = ["Settings", "SettingsError", "env_name", "load_settings"]

@@ -83,7 +83,7 @@ async def test_503_with_retry_after_while_starting() -> None:
 
 async def test_health_turns_503_when_the_backend_goes_away(client: Client) -> None:
     app: Any = client.app
-    backend = app.state.server.runtime.backend
+    backend = app.state.service.runtime.backend
     backend.started = False
     response = await client.get("/health")
     assert response.status_code == 503 and response.json()["status"] == "backend_unavailable"

@@ -32,7 +32,7 @@ STOP_TIMEOUT_S = 10.0
 REQUEST_ID = re.compile(r"^[0-9a-f]{32}$")
 API_KEY = "blackbox-secret-key-0123456789"
 
-# The SPEC §1 example, as sent on the wire.
+# The example of docs/spec.md#the-request, as sent on the wire.
 SPEC_STATE: list[dict[str, str]] = EXAMPLE_REQUEST["state"]
 SPEC_QUESTIONS: dict[str, Any] = EXAMPLE_REQUEST["questions"]
 

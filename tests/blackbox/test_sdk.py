@@ -7,7 +7,7 @@ import json
 import math
 import unicodedata
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import httpx2
 import pytest
@@ -45,7 +45,7 @@ def async_client(server: ServerProcess, **kwargs: Any) -> AsyncTypeSafeClient:
 
 
 def sdk_questions() -> dict[str, Any]:
-    """The SPEC §1 questions as SDK objects."""
+    """The specification's example questions (docs/spec.md) as SDK objects."""
     return {
         "refund": Noul(instructions="Does the user request a refund?"),
         "department": Choice(
@@ -175,7 +175,7 @@ def test_sync_client_unicode_and_64_options(server: ServerProcess) -> None:
     levels: list[Any] = [f"level {i} — ünïcødé" for i in range(64)]
     levels[5] = {"rubric": "an object level", "n": 5}
     levels[6] = ["a", "list", "level"]
-    questions = {
+    questions: dict[str, Choice | Score | Noul] = {
         "référence ✓": Choice(instructions="Which one? 🤔", criteria=criteria),
         "问题": Score(instructions={"task": "rate it"}, criteria=levels),
         "oui ou non": Noul(criteria={"true": "Oui", "false": None}),  # one-sided criteria, no instructions
@@ -252,7 +252,7 @@ def test_score_map_criteria_is_a_422_in_the_sdk(server: ServerProcess) -> None:
     with client(server) as sdk, pytest.raises(TypeSafeUnprocessableEntityError) as info:
         sdk.system_one(
             state="hi",
-            questions={"lvl": {"type": "score", "criteria": {"0": "low", "1": "high"}}},
+            questions={"lvl": cast(Any, {"type": "score", "criteria": {"0": "low", "1": "high"}})},
         )
     detail = info.value.body["detail"]
     assert detail[0]["loc"][:3] == ["body", "questions", "lvl"]

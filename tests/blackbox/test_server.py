@@ -576,7 +576,7 @@ def check_openapi(document: dict[str, Any]) -> dict[str, Any]:
     content = operation["requestBody"]["content"]["application/json"]
     assert content["schema"]["$ref"].endswith("/SystemOneRequest")
     examples = [e["value"] for e in content.get("examples", {}).values()]
-    example = next(e for e in examples if e.get("questions", {}).keys() == SPEC_QUESTIONS.keys())
+    example: dict[str, Any] = next(e for e in examples if e.get("questions", {}).keys() == SPEC_QUESTIONS.keys())
     return example
 
 

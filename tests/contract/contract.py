@@ -1,4 +1,4 @@
-"""The contract every ScoringBackend adapter passes (DESIGN.md: ports and adapters).
+"""The contract every ScoringBackend adapter passes (ports and adapters: every adapter proves itself here).
 
 Subclass `BackendContract` in a `test_*.py` module and provide two fixtures:
 - `backend`: an async fixture yielding a started ScoringBackend;
@@ -35,8 +35,8 @@ def chatml_prompt(missing_label_id: int) -> ContractPrompt:
     split = layout(codec, [ChatMessage(role="user", content="The sky is blue today.")])
     labels = verify_labels(codec, 4)
     return ContractPrompt(
-        prefix_ids=tuple(codec.encode(split.prefix_text)),
-        suffix_ids=tuple(codec.encode("Is the sky green?" + split.tail_text)),
+        prefix_ids=tuple(codec.encode_template(split.prefix_text)),
+        suffix_ids=tuple(codec.encode_template("Is the sky green?" + split.tail_text)),
         label_ids=labels.token_ids[:4],
         missing_label_id=missing_label_id,
     )

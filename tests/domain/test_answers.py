@@ -12,6 +12,7 @@ from openjev.domain.wire import (
     NoulQuestion,
     ScoreAnswer,
     ScoreQuestion,
+    TextValue,
 )
 
 
@@ -22,7 +23,7 @@ def test_noul_is_the_normalised_probability_of_yes() -> None:
 
 
 def test_choice_keeps_exact_option_names_and_picks_the_argmax() -> None:
-    names = {"Ünïcode ✓": None, "billing": "x", " spaced ": None}
+    names: dict[str, TextValue | None] = {"Ünïcode ✓": None, "billing": "x", " spaced ": None}
     answer = make_answer(ChoiceQuestion(criteria=names), [-2.0, -0.1, -3.0])
     assert isinstance(answer, ChoiceAnswer)
     assert answer.choice == "billing"
@@ -31,7 +32,7 @@ def test_choice_keeps_exact_option_names_and_picks_the_argmax() -> None:
 
 
 def test_score_is_the_expected_level_with_legend() -> None:
-    levels = ["Routine", {"k": "Urgent"}, "Emergency"]
+    levels: list[TextValue] = ["Routine", {"k": "Urgent"}, "Emergency"]
     answer = make_answer(ScoreQuestion(criteria=levels), [math.log(0.2), math.log(0.5), math.log(0.3)])
     assert isinstance(answer, ScoreAnswer)
     assert answer.legend == {"0": "Routine", "1": {"k": "Urgent"}, "2": "Emergency"}

@@ -21,9 +21,9 @@ def test_verified_labels_are_single_tokens_in_the_answer_context() -> None:
     assert labels.capacity == 255
     assert len(set(labels.token_ids)) == 255
     context = label_context(codec)
-    base = codec.encode(context)
+    base = codec.encode_template(context)
     for label, token in zip(labels.labels, labels.token_ids, strict=True):
-        assert codec.encode(context + " " + label) == [*base, token]
+        assert codec.encode_template(context + " " + label) == [*base, token]
     assert "10" not in labels.labels and "64" not in labels.labels
 
 
@@ -46,9 +46,9 @@ def test_a_model_without_enough_labels_refuses_to_start_naming_its_capacity() ->
 class _MergingAnswer(ChatMLByteCodec):
     """A tokenizer where ':' and ' A' merge into one token: ' A' cannot be read after `Answer:`."""
 
-    def encode(self, text: str) -> list[int]:
-        ids = super().encode(text)
-        colon, space_a = super().encode(":")[0], super().encode(" A")[-1]
+    def encode_template(self, text: str) -> list[int]:
+        ids = super().encode_template(text)
+        colon, space_a = super().encode_template(":")[0], super().encode_template(" A")[-1]
         merged: list[int] = []
         for token in ids:
             if merged and merged[-1] == colon and token == space_a:
@@ -68,6 +68,6 @@ def test_yes_and_no_are_verified_too() -> None:
     codec = ChatMLByteCodec()
     labels = verify_labels(codec, 2)
     context = label_context(codec)
-    assert codec.encode(context + " Yes")[-1] == labels.yes_id
-    assert codec.encode(context + " No")[-1] == labels.no_id
+    assert codec.encode_template(context + " Yes")[-1] == labels.yes_id
+    assert codec.encode_template(context + " No")[-1] == labels.no_id
     assert labels.yes_id not in labels.token_ids and labels.no_id not in labels.token_ids

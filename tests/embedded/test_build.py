@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import xllamacpp  # type: ignore[import-untyped]
 
+from openjev.adapters.embedded.backend import EmbeddedBackend
 from openjev.adapters.embedded.build import build_runtime
-from openjev.adapters.embedded.engine import EmbeddedBackend, EngineConfig, available_cpus, engine_params
+from openjev.adapters.embedded.llama_engine import EngineConfig, available_cpus, engine_params
 from openjev.adapters.embedded.model import smollm2_path
 from openjev.domain.errors import StartupError
 from openjev.settings import load_settings

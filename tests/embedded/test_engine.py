@@ -21,20 +21,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from openjev.adapters.embedded.engine import (
+from openjev.adapters.common_prefix import common_prefix_length
+from openjev.adapters.embedded.backend import EmbeddedBackend
+from openjev.adapters.embedded.llama_engine import EngineConfig
+from openjev.adapters.embedded.llama_protocol import (
     FALLBACK_LABEL_BIAS,
     LABEL_BIAS,
     LOG_PROB_FLOOR,
-    EmbeddedBackend,
-    EngineConfig,
     ReplyCollector,
-    SlotRouter,
-    common_prefix_length,
     label_probabilities,
     score_request,
     to_logprobs,
     warm_request,
 )
+from openjev.adapters.embedded.slot_router import SlotRouter
 from openjev.domain.errors import BackendError, BackendUnavailable, StartupError
 from openjev.domain.ports import CallUsage, ScoringBackend
 
@@ -402,11 +402,11 @@ async def test_check_codec_refuses_a_codec_that_disagrees_with_the_engine(backen
         def render(self, messages: Any) -> str:
             return "".join(m.content for m in messages)
 
-        def encode(self, text: str) -> list[int]:
+        def encode_template(self, text: str) -> list[int]:
             return [ord(c) % VOCAB for c in text.replace("é", "e")]
 
-        def encode_text(self, text: str) -> list[int]:
-            return self.encode(text)
+        def encode_caller_text(self, text: str) -> list[int]:
+            return self.encode_template(text)
 
         def decode(self, token_ids: Any) -> str:
             return ""

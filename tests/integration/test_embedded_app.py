@@ -90,7 +90,10 @@ async def test_an_obviously_false_statement_gets_a_no(client: AsyncTestClient[Li
 
 
 async def test_answers_do_not_depend_on_ids_other_questions_or_order(client: AsyncTestClient[Litestar]) -> None:
-    """SPEC §3 independence, exactly: the engine's results do not depend on batching or cache state."""
+    """Independence, exactly: the engine's results do not depend on batching or cache state.
+
+    See docs/spec.md#how-an-answer-is-computed.
+    """
     question = {
         "type": "choice",
         "instructions": "Which department should handle this?",

@@ -13,8 +13,9 @@ import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from openjev.adapters.embedded.engine import EmbeddedBackend, EngineConfig
+from openjev.adapters.embedded.backend import EmbeddedBackend
 from openjev.adapters.embedded.gguf_codec import GGUFCodec
+from openjev.adapters.embedded.llama_engine import EngineConfig
 from openjev.adapters.embedded.model import smollm2_path
 from openjev.domain.errors import StartupError
 from openjev.domain.labels import ANSWER_OPENING, label_context, verify_labels
@@ -63,14 +64,14 @@ def codec() -> GGUFCodec:
 
 @pytest.mark.parametrize("text", CORPUS)
 def test_template_text_tokenizes_exactly_as_llama_cpp(backend: EmbeddedBackend, codec: GGUFCodec, text: str) -> None:
-    assert codec.encode(text) == backend.tokenize(text)
+    assert codec.encode_template(text) == backend.tokenize(text)
 
 
 @pytest.mark.parametrize("text", CORPUS)
 def test_caller_text_tokenizes_as_llama_cpp_without_special_tokens(
     backend: EmbeddedBackend, codec: GGUFCodec, text: str
 ) -> None:
-    assert codec.encode_text(text) == backend.tokenize(text, parse_special=False)
+    assert codec.encode_caller_text(text) == backend.tokenize(text, parse_special=False)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -81,8 +82,8 @@ def test_caller_text_tokenizes_as_llama_cpp_without_special_tokens(
     )
 )
 def test_any_text_tokenizes_exactly_as_llama_cpp(backend: EmbeddedBackend, codec: GGUFCodec, text: str) -> None:
-    assert codec.encode(text) == backend.tokenize(text)
-    assert codec.encode_text(text) == backend.tokenize(text, parse_special=False)
+    assert codec.encode_template(text) == backend.tokenize(text)
+    assert codec.encode_caller_text(text) == backend.tokenize(text, parse_special=False)
 
 
 def test_rendered_prompts_tokenize_exactly_as_llama_cpp(backend: EmbeddedBackend, codec: GGUFCodec) -> None:
@@ -93,7 +94,7 @@ def test_rendered_prompts_tokenize_exactly_as_llama_cpp(backend: EmbeddedBackend
         ChatMessage(role="user", content="Which department?\n\nA) Billing\nB) Technical"),
     ]
     text = codec.render(messages) + ANSWER_OPENING
-    assert codec.encode(text) == backend.tokenize(text)
+    assert codec.encode_template(text) == backend.tokenize(text)
     backend.check_codec(codec, [text])  # the start-up self-check passes on the real engine
 
 

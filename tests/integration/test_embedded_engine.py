@@ -15,14 +15,15 @@ import msgspec
 import pytest
 import pytest_asyncio
 
+from openjev.adapters.embedded.backend import EmbeddedBackend
 from openjev.adapters.embedded.build import build_runtime
-from openjev.adapters.embedded.engine import EmbeddedBackend, ReplyCollector, label_probabilities, score_request
 from openjev.adapters.embedded.gguf_codec import GGUFCodec
+from openjev.adapters.embedded.llama_protocol import ReplyCollector, label_probabilities, score_request
 from openjev.domain.errors import BackendError
 from openjev.domain.labels import LabelSet, verify_labels
 from openjev.domain.ports import ChatMessage
 from openjev.domain.prompt import build_plan, layout
-from openjev.domain.wire import ChoiceQuestion, NoulQuestion, Question
+from openjev.domain.wire import ChoiceQuestion, NoulQuestion, Question, TextValue
 from openjev.settings import load_settings
 from tests.contract.contract import BackendContract, ContractPrompt
 
@@ -57,8 +58,8 @@ def labels(codec: GGUFCodec) -> LabelSet:
 def prompt(codec: GGUFCodec, labels: LabelSet) -> ContractPrompt:
     split = layout(codec, [ChatMessage(role="user", content=SKY)])
     return ContractPrompt(
-        prefix_ids=tuple(codec.encode(split.prefix_text)),
-        suffix_ids=tuple(codec.encode("Is the sky green? Answer with Yes or No." + split.tail_text)),
+        prefix_ids=tuple(codec.encode_template(split.prefix_text)),
+        suffix_ids=tuple(codec.encode_template("Is the sky green? Answer with Yes or No." + split.tail_text)),
         label_ids=labels.token_ids[:4],
         missing_label_id=49152 + 7,
     )
@@ -94,7 +95,7 @@ def full_distribution(backend: EmbeddedBackend, token_ids: list[int]) -> dict[in
 async def test_label_probabilities_equal_the_full_distribution_restricted_to_the_labels(
     backend: EmbeddedBackend, codec: GGUFCodec, labels: LabelSet, count: int
 ) -> None:
-    options: dict[str, str | None] = {f"option {i}": f"Description number {i}" for i in range(count)}
+    options: dict[str, TextValue | None] = {f"option {i}": f"Description number {i}" for i in range(count)}
     question: Question = (
         NoulQuestion(instructions="Is the sky green?") if count == 2 else ChoiceQuestion(criteria=options)
     )
@@ -114,7 +115,11 @@ async def test_label_probabilities_equal_the_full_distribution_restricted_to_the
 async def test_a_branch_after_the_warm_up_equals_a_cold_evaluation(
     backend: EmbeddedBackend, codec: GGUFCodec, labels: LabelSet
 ) -> None:
-    criteria = {"refund": "A refund", "technical": "A software bug", "sales": "Buying something"}
+    criteria: dict[str, TextValue | None] = {
+        "refund": "A refund",
+        "technical": "A software bug",
+        "sales": "Buying something",
+    }
     plan = plan_for(codec, labels, TICKET, {"dept": ChoiceQuestion(criteria=criteria, instructions="Which team?")})
     prefix, branch = list(plan.prefix_ids), plan.branches[0]
     warm = await backend.warm("warm-1", prefix)
@@ -160,7 +165,7 @@ async def test_concurrent_branches_of_two_requests_match_sequential_ones(
 
 
 async def test_abort_stops_a_long_prefill_in_the_engine(backend: EmbeddedBackend, codec: GGUFCodec) -> None:
-    long_prompt = codec.encode(" ".join(f"item{i}" for i in range(1300)))[:2000]
+    long_prompt = codec.encode_template(" ".join(f"item{i}" for i in range(1300)))[:2000]
     assert len(long_prompt) == 2000  # four prompt batches of 512 tokens
     call = asyncio.ensure_future(backend.warm("to-abort", long_prompt))
     await asyncio.sleep(0.1)  # dispatched: the engine is prefilling the first batch

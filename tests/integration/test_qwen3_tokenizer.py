@@ -34,7 +34,7 @@ def test_all_26_letters_and_enough_pairs_for_255_options_verify(codec: HFCodec) 
 @pytest.mark.parametrize("number", ["10", "64", "255"])
 def test_numbers_are_never_single_token_labels(codec: HFCodec, number: str) -> None:
     context = label_context(codec)
-    assert single_token_id(codec, context, codec.encode(context), number) is None
+    assert single_token_id(codec, context, codec.encode_template(context), number) is None
 
 
 def test_the_template_renders_qwen3_with_thinking_disabled(codec: HFCodec) -> None:

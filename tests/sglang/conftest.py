@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from openjev.adapters.sglang.client import SGLangBackend
+from openjev.adapters.sglang.backend import SGLangBackend
 from tests.sglang_emulator import EmulatorConfig, SGLangEmulator
 
 

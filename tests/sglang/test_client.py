@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from openjev.adapters.sglang.client import (
+from openjev.adapters.sglang.backend import (
     CONTROL_CONNECTIONS,
     SGLangBackend,
     _models_limit,

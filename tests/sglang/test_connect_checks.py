@@ -8,7 +8,7 @@ import uuid
 import pytest
 import structlog
 
-from openjev.adapters.sglang.client import SGLangBackend
+from openjev.adapters.sglang.backend import SGLangBackend
 from openjev.domain.errors import BackendError, StartupError
 from tests.sglang_emulator import EmulatorConfig, SGLangEmulator
 

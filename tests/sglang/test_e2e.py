@@ -180,11 +180,12 @@ def test_backend_failures_are_clean_502_and_503(
 
 def test_backend_going_away_and_coming_back(tmp_path: Path) -> None:
     port = free_port()
-    first = EmulatorThread(port=port).__enter__()
+    emulator = EmulatorThread(port=port).__enter__()
+    first: EmulatorThread | None = emulator
     try:
-        with openjev_connected(first.url, tmp_path / "serve.log") as api:
+        with openjev_connected(emulator.url, tmp_path / "serve.log") as api:
             assert http("POST", api + "/v1/systemone", REQUEST)[0] == 200
-            first.__exit__(None, None, None)
+            emulator.__exit__(None, None, None)
             first = None
             status, _, body = http("POST", api + "/v1/systemone", REQUEST)
             assert status == 503, body

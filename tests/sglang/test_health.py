@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-from openjev.adapters.sglang.client import SGLangBackend
+from openjev.adapters.sglang.backend import SGLangBackend
 from openjev.adapters.sglang.health import PATIENCE, HealthMonitor
 from openjev.domain.ports import BackendHealth
-from openjev.http.server_state import Phase, backend_state
+from openjev.http.lifecycle import Phase, backend_state
 from tests.sglang_emulator import SGLangEmulator
 
 

@@ -230,6 +230,7 @@ def test_an_api_that_does_not_stop_after_sglang_died_is_cut_short(tmp_path: Path
         assert driver.wait(timeout=10) == 1
         assert time.monotonic() - began < 2.5
         assert wait_until(lambda: process_gone(worker), 5, "the API's worker to be killed")
+        assert driver.stdout is not None
         assert "api_did_not_stop" in driver.stdout.read()
     finally:
         if driver.poll() is None:

@@ -36,7 +36,7 @@ def options_of(question: Mapping[str, Any]) -> list[str]:
 
 
 def answer_for(question: Mapping[str, Any], probabilities: Sequence[float]) -> dict[str, Any]:
-    """The SPEC §2 answer for a distribution over the question's labels, in label order."""
+    """The answer (docs/spec.md#the-response) for a distribution over the question's labels, in label order."""
     if question["type"] == "noul":
         return {"type": "noul", "noul": probabilities[0]}
     n = len(probabilities)

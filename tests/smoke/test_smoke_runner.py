@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from openjev.client.retry import header_int, retry_after_seconds
 from openjev.smoke import cli
 from openjev.smoke.runner import (
     EXIT_FAILED,
@@ -20,8 +21,6 @@ from openjev.smoke.runner import (
     EXIT_OK,
     SmokeOptions,
     SmokeResult,
-    header_int,
-    retry_after_seconds,
     run_smoke,
 )
 from tests.smoke.smoke_stub import STUB_MODEL, StubServer, free_port

@@ -1,7 +1,7 @@
 """Render a model's own Jinja2 chat template, in a sandbox, with thinking disabled.
 
 Chat templates come from model repositories: they are untrusted code, so they only ever run in
-Jinja2's immutable sandbox (DESIGN.md). The globals mirror what transformers provides.
+Jinja2's immutable sandbox. The globals mirror what transformers provides.
 """
 
 from __future__ import annotations

@@ -59,11 +59,11 @@ class HFCodec:
     def render(self, messages: Sequence[ChatMessage]) -> str:
         return render_chat_template(self._template, messages, bos_token=self._bos, eos_token=self._eos)
 
-    def encode(self, text: str) -> list[int]:
+    def encode_template(self, text: str) -> list[int]:
         ids: list[int] = self._tokenizer.encode(text, add_special_tokens=False).ids
         return ids
 
-    def encode_text(self, text: str) -> list[int]:
+    def encode_caller_text(self, text: str) -> list[int]:
         ids: list[int] = self._plain.encode(text, add_special_tokens=False).ids
         return ids
 
@@ -101,7 +101,7 @@ def _download(repo_id: str, revision: str | None) -> Path:
         hf_hub_download(repo_id, CONFIG_FILE, revision=revision)
         try:
             hf_hub_download(repo_id, TEMPLATE_FILE, revision=revision)
-        except Exception:
+        except Exception:  # noqa: BLE001 - the template file is optional; the tokenizer config may hold it
             pass
     except Exception as exc:
         raise StartupError(f"cannot fetch the tokenizer of {repo_id} (revision {revision}): {exc}") from exc

@@ -1,4 +1,4 @@
-"""Turn label log-probabilities into the typed answer the API returns (SPEC §2)."""
+"""Turn label log-probabilities into the typed answer the API returns (docs/spec.md#the-response)."""
 
 from __future__ import annotations
 

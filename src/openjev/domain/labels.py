@@ -1,4 +1,6 @@
-"""Single-token answer labels, verified against the active tokenizer at start-up (SPEC §3).
+"""Single-token answer labels, verified against the active tokenizer at start-up.
+
+See docs/spec.md#how-an-answer-is-computed.
 
 The assistant turn ends with `Answer:`; the label is the next token, written with its leading
 space (" A"). A label is usable only if appending it to that exact context adds exactly one token
@@ -49,7 +51,7 @@ def label_context(codec: PromptCodec) -> str:
 
 def single_token_id(codec: PromptCodec, context: str, base: list[int], label: str) -> int | None:
     """The label's token id if it is exactly one token after `context` and merges with nothing."""
-    ids = codec.encode(context + " " + label)
+    ids = codec.encode_template(context + " " + label)
     if len(ids) == len(base) + 1 and ids[: len(base)] == base:
         return ids[-1]
     return None
@@ -58,7 +60,7 @@ def single_token_id(codec: PromptCodec, context: str, base: list[int], label: st
 def verify_labels(codec: PromptCodec, count: int) -> LabelSet:
     """The first `count` labels that are single tokens, or StartupError naming what the model supports."""
     context = label_context(codec)
-    base = codec.encode(context)
+    base = codec.encode_template(context)
     yes_id = single_token_id(codec, context, base, YES)
     no_id = single_token_id(codec, context, base, NO)
     if yes_id is None or no_id is None or yes_id == no_id:

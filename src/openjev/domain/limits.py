@@ -1,4 +1,4 @@
-"""Admission limits in force, derived from settings (SPEC §5) and exposed by GET /v1/limits."""
+"""Admission limits in force, derived from settings (docs/spec.md#limits-and-errors) and exposed by GET /v1/limits."""
 
 from __future__ import annotations
 

@@ -77,16 +77,20 @@ class ScoringBackend(Protocol):
 
 
 class PromptCodec(Protocol):
-    """The model's chat template and tokenizer. Pure CPU work, no I/O once constructed."""
+    """The model's chat template and tokenizer. Pure CPU work, no I/O once constructed.
+
+    The two encoders are the prompt-injection boundary: text openjev wrote (the rendered template,
+    the answer format) is trusted with special tokens; text a caller sent never is.
+    """
 
     def render(self, messages: Sequence[ChatMessage]) -> str:
         """Render with the model's chat template, generation prompt added, thinking disabled."""
 
-    def encode(self, text: str) -> list[int]:
-        """Token ids of template text: special tokens in it recognised, nothing added around it."""
+    def encode_template(self, text: str) -> list[int]:
+        """Token ids of trusted template text: special tokens in it recognised, nothing added around it."""
 
-    def encode_text(self, text: str) -> list[int]:
-        """Token ids of caller-supplied text: a special token's spelling (`<|im_end|>`) stays plain text.
+    def encode_caller_text(self, text: str) -> list[int]:
+        """Token ids of untrusted caller text: a special token's spelling (`<|im_end|>`) stays plain text.
 
         This is what keeps a state from closing its own turn and writing an answer for the model.
         """

@@ -1,4 +1,6 @@
-"""The prompt plan: one rendered conversation, a shared prefix and one suffix per question (SPEC §3).
+"""The prompt plan: one rendered conversation, a shared prefix and one suffix per question.
+
+See docs/spec.md#how-an-answer-is-computed.
 
 The state renders once with the model's chat template. Each question becomes one more user turn;
 the assistant turn opens with `Answer:` and the next token is the label. Option names and question
@@ -211,7 +213,7 @@ def layout(codec: PromptCodec, messages: Sequence[ChatMessage]) -> PromptLayout:
 def encode_pieces(codec: PromptCodec, pieces: Sequence[Piece]) -> list[int]:
     ids: list[int] = []
     for piece in pieces:
-        ids += codec.encode_text(piece.text) if piece.from_caller else codec.encode(piece.text)
+        ids += codec.encode_caller_text(piece.text) if piece.from_caller else codec.encode_template(piece.text)
     return ids
 
 
@@ -226,11 +228,11 @@ def build_plan(
     messages = state_messages(state)
     subject = "conversation" if is_transcript(state) else "data"
     split = layout(codec, messages)
-    tail_ids = tuple(codec.encode(split.tail_text))
+    tail_ids = tuple(codec.encode_template(split.tail_text))
     branches = tuple(
         Branch(
             question_id=qid,
-            suffix_ids=(*codec.encode_text(question_text(q, labels, subject, order)), *tail_ids),
+            suffix_ids=(*codec.encode_caller_text(question_text(q, labels, subject, order)), *tail_ids),
             label_ids=label_ids_for(q, labels),
             order=tuple(order),
         )
@@ -256,6 +258,8 @@ def check_template(codec: PromptCodec, labels: LabelSet) -> None:
     rendered = codec.render([*messages, ChatMessage(role="user", content=text)]) + ANSWER_OPENING
     if rendered != split.prefix_text + text + split.tail_text:
         raise StartupError("the chat template changes the question text; openjev cannot split its prompt")
-    pieces = encode_pieces(codec, split.prefix) + codec.encode_text(text) + codec.encode(split.tail_text)
-    if codec.encode(rendered) != pieces:
+    pieces = (
+        encode_pieces(codec, split.prefix) + codec.encode_caller_text(text) + codec.encode_template(split.tail_text)
+    )
+    if codec.encode_template(rendered) != pieces:
         raise StartupError("the prompt prefix and a question suffix merge into shared tokens with this tokenizer")

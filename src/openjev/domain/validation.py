@@ -1,4 +1,7 @@
-"""Request rules beyond the schema: counts, names, model, unsupported inputs (SPEC §1, §5)."""
+"""Request rules beyond the schema: counts, names, model, unsupported inputs.
+
+See docs/spec.md#the-request and docs/spec.md#limits-and-errors.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The System One wire types, matching the TypeSafe schema (SPEC §1–2).
+"""The System One wire types, matching the TypeSafe schema (docs/spec.md#the-request, #the-response).
 
 Decoding is strict (no "5" for 5); unknown top-level fields are ignored, unknown fields inside a
 question are refused so a misspelt `critera` is never silently dropped.
@@ -13,7 +13,7 @@ import msgspec
 from openjev.domain.debiasing import DebiasMode
 
 TextValue = str | dict[str, Any] | list[Any]
-"""A text value: a string, a JSON object or a JSON array (SPEC §1)."""
+"""A text value: a string, a JSON object or a JSON array."""
 
 _TEXT_DOC = "A string, a JSON object or a JSON array."
 

@@ -1,11 +1,11 @@
-"""The Litestar application factory."""
+"""The Litestar application factory: routes, typed state, error mapping, lifecycle."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from litestar import Litestar
+from litestar import Litestar, Router
 from litestar.exceptions import HTTPException
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
@@ -13,10 +13,10 @@ from litestar.openapi.plugins import JsonRenderPlugin
 import openjev
 from openjev.bootstrap import build_runtime
 from openjev.domain.errors import OpenJevError
-from openjev.http import routes
+from openjev.http import openapi_docs, routes
 from openjev.http.errors import http_exception_response, internal_error_response, openjev_error_response
+from openjev.http.lifecycle import AppState, ServiceLifecycle
 from openjev.http.request_context import RequestContextMiddleware, add_request_id
-from openjev.http.server_state import ServerState
 from openjev.logs import configure_logging
 from openjev.runtime import Runtime
 from openjev.settings import Settings, load_settings
@@ -30,27 +30,31 @@ def create_app(
     """An app that answers at once and loads its backend in the background (/health is 503 until ready)."""
     settings = settings or load_settings()
     configure_logging(settings.log_level)
-    server = ServerState(settings, runtime or build_runtime(settings), exit_on_failure=exit_on_failure)
+    service = ServiceLifecycle(settings, runtime or build_runtime(settings), exit_on_failure=exit_on_failure)
 
     @asynccontextmanager
     async def lifespan(_: Litestar) -> AsyncIterator[None]:
-        server.begin()
+        service.begin()
         try:
             yield
         finally:
-            await server.stop()
+            await service.stop()
 
-    app = Litestar(
+    protected = Router(
+        "/",
+        route_handlers=[routes.system_one, routes.list_models, routes.limits],
+        guards=[routes.bearer_guard(settings.api_key)],
+    )
+    return Litestar(
         route_handlers=[
-            routes.system_one,
-            routes.list_models,
-            routes.limits,
+            protected,
             routes.health,
             routes.live,
-            routes.scalar,
-            routes.swagger,
-            routes.openapi_json,
+            openapi_docs.scalar,
+            openapi_docs.swagger,
+            openapi_docs.openapi_json,
         ],
+        state=AppState({"service": service}),
         lifespan=[lifespan],
         middleware=[RequestContextMiddleware],
         before_send=[add_request_id],
@@ -70,8 +74,6 @@ def create_app(
         logging_config=None,
         debug=False,
     )
-    app.state.server = server
-    return app
 
 
 def app_factory() -> Litestar:

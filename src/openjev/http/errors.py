@@ -1,4 +1,4 @@
-"""HTTP-only errors and the mapping of every openjev error to its status and body (SPEC §5)."""
+"""HTTP-only errors and the mapping of every openjev error to its status and body (docs/spec.md#limits-and-errors)."""
 
 from __future__ import annotations
 

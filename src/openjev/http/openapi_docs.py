@@ -1,18 +1,30 @@
-"""The OpenAPI document and the two UIs (Scalar at /, Swagger at /docs), with pinned asset versions.
+"""The OpenAPI document at /openapi.json and the two UIs on it: Scalar at / and Swagger UI at /docs.
 
-The System One route decodes its body itself (strict, single pass, with inflation limits), so
-Litestar cannot see its request schema: it is added here from the msgspec types, with the spec's
-example as the editable request in Scalar.
+The System One route reads its body itself (strict, single pass, with inflation limits), so its
+request body is described by `SystemOneOperation` (Litestar's `operation_class`) and its error
+responses by `ResponseSpec`s. The request's msgspec schema components are added to the document
+once, because Litestar only generates components for types a handler receives.
+
+The UI pages come from Litestar's render plugins with pinned asset versions (from the jsDelivr
+CDN: the browser fetches them, the server serves no assets). Both UIs load the one document at
+/openapi.json; Litestar's own schema router stays at /schema.
 """
 
 from __future__ import annotations
 
-import functools
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+from litestar import Litestar, Request, get
+from litestar.datastructures import ResponseHeader, State
+from litestar.enums import MediaType
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
+from litestar.openapi.spec import Example, OpenAPIMediaType, Operation, Reference, RequestBody
 
-from openjev.domain.wire import SystemOneRequest, SystemOneResponse
+from openjev.domain.wire import SystemOneRequest
+from openjev.http.schemas import ErrorBody, ValidationErrorBody
 
 SCALAR_VERSION = "1.76.0"
 SWAGGER_VERSION = "5.35.0"
@@ -39,85 +51,114 @@ EXAMPLE_REQUEST: dict[str, Any] = {
     },
 }
 
-_ERRORS = {
-    "400": "Unknown model (`detail.error_type: unknown_model`).",
-    "401": "Missing or wrong bearer key, when the server has one (`authentication_error`).",
-    "413": "Body (or its decompressed form) over the size limit (`request_too_large`).",
-    "415": "Unsupported Content-Encoding (identity, gzip and zstd are accepted).",
-    "422": "Invalid request: `detail` is a list of `{loc, msg, type}`.",
-    "502": "The backend answered wrongly (`backend_error`).",
-    "503": "Still starting or backend unavailable (`not_ready`), with Retry-After.",
-    "504": "The backend did not answer before the request deadline (`timeout`).",
-    "529": "Overloaded (`overloaded`), with Retry-After.",
+
+@dataclass
+class SystemOneOperation(Operation):
+    """The System One operation, with the request body its handler decodes itself."""
+
+    def __post_init__(self) -> None:
+        self.request_body = RequestBody(
+            required=True,
+            content={
+                "application/json": OpenAPIMediaType(
+                    schema=Reference(ref="#/components/schemas/SystemOneRequest"),
+                    examples={"support_ticket": Example(summary="The specification's example", value=EXAMPLE_REQUEST)},
+                )
+            },
+        )
+
+
+def _error(description: str, body: type[msgspec.Struct] = ErrorBody) -> ResponseSpec:
+    return ResponseSpec(data_container=body, description=description, generate_examples=False)
+
+
+SYSTEM_ONE_RESPONSES: dict[int, ResponseSpec] = {
+    400: _error("Unknown model (`detail.error_type: unknown_model`)."),
+    401: _error("Missing or wrong bearer key, when the server has one (`authentication_error`)."),
+    413: _error("Body (or its decompressed form) over the size limit (`request_too_large`)."),
+    415: _error("Unsupported Content-Encoding (identity, gzip and zstd are accepted)."),
+    422: _error("Invalid request: `detail` is a list of `{loc, msg, type}`.", ValidationErrorBody),
+    502: _error("The backend answered wrongly (`backend_error`)."),
+    503: _error("Still starting or backend unavailable (`not_ready`), with Retry-After."),
+    504: _error("The backend did not answer before the request deadline (`timeout`)."),
+    529: _error("Overloaded (`overloaded`), with Retry-After."),
 }
 
-
-def patch_openapi(schema: dict[str, Any]) -> dict[str, Any]:
-    """Add the System One request/response schemas and error responses to Litestar's document."""
-    _, components = msgspec.json.schema_components(
-        [SystemOneRequest, SystemOneResponse], ref_template="#/components/schemas/{name}"
-    )
-    schema.setdefault("components", {}).setdefault("schemas", {}).update(components)
-    operation = schema["paths"]["/v1/systemone"]["post"]
-    operation["requestBody"] = {
-        "required": True,
-        "content": {
-            "application/json": {
-                "schema": {"$ref": "#/components/schemas/SystemOneRequest"},
-                "examples": {"support_ticket": {"summary": "The spec's example", "value": EXAMPLE_REQUEST}},
-            }
-        },
-    }
-    operation["responses"]["200"] = {
-        "description": "One answer per question.",
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SystemOneResponse"}}},
-        "headers": {
-            "x-typesafe-request-id": {"schema": {"type": "string"}},
-            "x-openjev-prefix-tokens": {"schema": {"type": "integer"}},
-            "x-openjev-cached-tokens": {"schema": {"type": "integer"}, "description": "Absent when unknown."},
-            "Server-Timing": {"schema": {"type": "string"}},
-        },
-    }
-    for status, description in _ERRORS.items():
-        operation["responses"].setdefault(status, {"description": description})
-        operation["responses"][status]["description"] = description
-    return schema
+SYSTEM_ONE_HEADERS = [  # documented only: the handler sets them (a header's schema follows its example value)
+    ResponseHeader(name="x-typesafe-request-id", value="", documentation_only=True, description="A fresh id."),
+    ResponseHeader(
+        name="x-openjev-prefix-tokens", value="", documentation_only=True, description="Tokens in the shared prefix."
+    ),
+    ResponseHeader(
+        name="x-openjev-cached-tokens",
+        value="",
+        documentation_only=True,
+        description="Prompt tokens the backend took from its cache, summed over the branches; absent when unknown.",
+    ),
+    ResponseHeader(name="Server-Timing", value="", documentation_only=True, description="prepare, prefill, branches."),
+]
 
 
-@functools.lru_cache(maxsize=1)
-def scalar_page(title: str) -> bytes:
-    config = msgspec.json.encode({"url": OPENAPI_PATH, "hideDownloadButton": False}).decode()
-    return f"""<!doctype html>
+def openapi_document(app: Litestar) -> dict[str, Any]:
+    """Litestar's document plus the request's schema components; built once per app."""
+    cached: dict[str, Any] | None = getattr(app.state, "openapi_document", None)
+    if cached is None:
+        cached = app.openapi_schema.to_schema()
+        _, components = msgspec.json.schema_components([SystemOneRequest], ref_template="#/components/schemas/{name}")
+        cached.setdefault("components", {}).setdefault("schemas", {}).update(components)
+        app.state.openapi_document = cached
+    return cached
+
+
+class _ScalarOnSchema(ScalarRenderPlugin):
+    @staticmethod
+    def get_openapi_json_route(request: Request[Any, Any, Any]) -> str:
+        return OPENAPI_PATH
+
+
+class _SwaggerOnSchema(SwaggerRenderPlugin):
+    """Swagger UI that loads /openapi.json (the plugin's own page inlines a copy of the document)."""
+
+    def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
+        title = openapi_schema["info"]["title"]
+        return f"""<!doctype html>
 <html>
   <head>
     <title>{title}</title>
     <meta charset="utf-8"/>
-    <meta name="viewport" content="width=device-width, initial-scale=1"/>
-  </head>
-  <body>
-    <script id="api-reference" data-url="{OPENAPI_PATH}" data-configuration='{config}'></script>
-    <script src="https://cdn.jsdelivr.net/npm/@scalar/api-reference@{SCALAR_VERSION}" crossorigin></script>
-  </body>
-</html>
-""".encode()
-
-
-@functools.lru_cache(maxsize=1)
-def swagger_page(title: str) -> bytes:
-    base = f"https://cdn.jsdelivr.net/npm/swagger-ui-dist@{SWAGGER_VERSION}"
-    return f"""<!doctype html>
-<html>
-  <head>
-    <title>{title}</title>
-    <meta charset="utf-8"/>
-    <link rel="stylesheet" href="{base}/swagger-ui.css"/>
+    <link rel="stylesheet" href="{self.css_url}"/>
   </head>
   <body>
     <div id="swagger-ui"></div>
-    <script src="{base}/swagger-ui-bundle.js" crossorigin></script>
+    <script src="{self.js_url}" crossorigin></script>
     <script>
       window.ui = SwaggerUIBundle({{url: "{OPENAPI_PATH}", dom_id: "#swagger-ui", tryItOutEnabled: true}});
     </script>
   </body>
 </html>
 """.encode()
+
+
+SCALAR = _ScalarOnSchema(
+    version=SCALAR_VERSION,
+    css_url=f"https://cdn.jsdelivr.net/npm/@scalar/api-reference@{SCALAR_VERSION}/dist/style.css",
+    path="/",
+    favicon="",
+    options={"hideDownloadButton": False},
+)
+SWAGGER = _SwaggerOnSchema(version=SWAGGER_VERSION, path="/docs", favicon="")
+
+
+@get("/", include_in_schema=False, media_type=MediaType.HTML, sync_to_thread=False)
+def scalar(request: Request[None, None, State]) -> bytes:
+    return SCALAR.render(request, openapi_document(request.app))
+
+
+@get("/docs", include_in_schema=False, media_type=MediaType.HTML, sync_to_thread=False)
+def swagger(request: Request[None, None, State]) -> bytes:
+    return SWAGGER.render(request, openapi_document(request.app))
+
+
+@get(OPENAPI_PATH, include_in_schema=False, sync_to_thread=False, media_type="application/vnd.oai.openapi+json")
+def openapi_json(request: Request[None, None, State]) -> dict[str, Any]:
+    return openapi_document(request.app)

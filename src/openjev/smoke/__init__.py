@@ -1,4 +1,4 @@
-"""`openjev smoke URL`: an end-to-end check of any running System One server (SPEC §8).
+"""`openjev smoke URL`: an end-to-end check of any running System One server (docs/spec.md#command-line).
 
 `checks` holds the requests and what their answers must look like (pure, no I/O); `runner` does
 the HTTP, the waiting through a cold start and the result file; `cli` wires the subcommand.

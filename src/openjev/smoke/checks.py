@@ -1,7 +1,7 @@
 """The smoke checks: each is one request plus what a correct System One server must answer.
 
 Pure: no I/O, no clock. The runner sends `Check.method`/`path`/`body` and hands the status and
-decoded JSON to `Check.evaluate`. Everything here uses only the public API (SPEC §1, §2, §5), so
+decoded JSON to `Check.evaluate`. Everything here uses only the public API (docs/spec.md), so
 the same checks judge openjev, TypeSafe's Jev or any other System One server.
 
 The semantic checks come in mirrored pairs (an obvious yes and an obvious no; the right option
@@ -18,7 +18,7 @@ from typing import Any, Literal, NamedTuple, TypeGuard
 
 PROBABILITY_TOLERANCE = 1e-6
 ALIAS_MODEL = "jev-latest"
-MAX_DEFAULT_OPTIONS = 64  # SPEC §5: 2–64 options by default; 65 must be refused with 422.
+MAX_DEFAULT_OPTIONS = 64  # docs/spec.md#limits-and-errors: 2–64 options by default; 65 must be refused with 422.
 
 
 class Verdict(NamedTuple):
@@ -73,7 +73,7 @@ def evaluate_catalog(status: int, body: Any) -> Verdict:
 
 
 # ---------------------------------------------------------------------------------------------
-# Response shape (SPEC §2)
+# Response shape (docs/spec.md#the-response)
 
 
 def _is_number(value: object) -> TypeGuard[float]:
@@ -145,7 +145,7 @@ def _score_problems(where: str, question: Mapping[str, Any], answer: Mapping[str
 
 
 def answer_problems(questions: Mapping[str, Mapping[str, Any]], body: Any) -> list[str]:
-    """Everything in a 200 body that breaks SPEC §2, or [] when the shape is right."""
+    """Everything in a 200 body that breaks docs/spec.md#the-response, or [] when the shape is right."""
     if not isinstance(body, dict):
         return ["the body is not a JSON object"]
     problems: list[str] = []
@@ -162,18 +162,19 @@ def answer_problems(questions: Mapping[str, Mapping[str, Any]], body: Any) -> li
         problems.append(f"answers are for {sorted(answers)[:5]}, questions were {sorted(questions)[:5]}")
     for qid, question in questions.items():
         answer = answers.get(qid)
-        where = f"answers[{qid!r}]"
-        if not isinstance(answer, dict):
-            continue
-        if answer.get("type") != question["type"]:
-            problems.append(f"{where}.type is {answer.get('type')!r}, the question is {question['type']!r}")
-        elif question["type"] == "noul":
-            problems += _noul_problems(where, answer)
-        elif question["type"] == "choice":
-            problems += _choice_problems(where, question, answer)
-        else:
-            problems += _score_problems(where, question, answer)
+        if isinstance(answer, dict):
+            problems += _typed_answer_problems(f"answers[{qid!r}]", question, answer)
     return problems
+
+
+def _typed_answer_problems(where: str, question: Mapping[str, Any], answer: Mapping[str, Any]) -> list[str]:
+    if answer.get("type") != question["type"]:
+        return [f"{where}.type is {answer.get('type')!r}, the question is {question['type']!r}"]
+    if question["type"] == "noul":
+        return _noul_problems(where, answer)
+    if question["type"] == "choice":
+        return _choice_problems(where, question, answer)
+    return _score_problems(where, question, answer)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -356,7 +357,7 @@ def build_checks(model: str = ALIAS_MODEL, catalog_model: str | None = None) -> 
     checks = [
         Check(
             name="all_types",
-            purpose="noul, choice and score answers have the SPEC §2 shapes",
+            purpose="noul, choice and score answers have the documented shapes",
             method="POST",
             path="/v1/systemone",
             body=_request(model, SHAPES_STATE, SHAPES_QUESTIONS),

@@ -36,7 +36,7 @@ class SmokeOptions:
     key: str | None = None
     out: Path | None = Path("smoke-result.json")
     startup_timeout: float = 1800.0  # a first Modal start downloads ~23.5 GB and compiles kernels
-    request_timeout: float = 180.0  # above the server's own 120 s request timeout (SPEC §5)
+    request_timeout: float = 180.0  # above the server's own 120 s request timeout (docs/spec.md#limits-and-errors)
     model: str = ALIAS_MODEL
     retries: int = 5  # 503/529 answers to a check, each retried after its Retry-After
     poll_interval: float = 2.0  # between health polls when the server gives no Retry-After

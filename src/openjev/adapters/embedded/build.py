@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from openjev.adapters.embedded.engine import EmbeddedBackend, Engine, EngineConfig, LlamaEngine
+from openjev.adapters.embedded.backend import EmbeddedBackend
 from openjev.adapters.embedded.gguf_codec import GGUFCodec
+from openjev.adapters.embedded.llama_engine import Engine, EngineConfig, LlamaEngine
 from openjev.adapters.embedded.model import describe_model, resolve_model_path
 from openjev.adapters.embedded.packaged_models import verify
 from openjev.domain.ports import PromptCodec

@@ -14,6 +14,7 @@ import struct
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from openjev.adapters.common_prefix import common_prefix_length
 from openjev.domain.errors import BackendError
 from openjev.domain.ports import BackendHealth, CallUsage, LabelScores
 
@@ -89,8 +90,8 @@ class FakeBackend:
             raise BackendError(f"fake backend failure injected after {self.fail_after} calls")
 
     def _usage(self, token_ids: Sequence[int]) -> CallUsage:
-        data = _pack(token_ids)
-        cached = max((_common_prefix(data, seen) for seen in self._seen), default=0) // 4
+        data = _pack(token_ids)  # 4 bytes a token: the common prefix is compared at memcmp speed
+        cached = max((common_prefix_length(data, seen) for seen in self._seen), default=0) // 4
         self._seen[data] = None
         self._seen.move_to_end(data)
         if len(self._seen) > _MAX_REMEMBERED:
@@ -110,15 +111,3 @@ def _pack(token_ids: Sequence[int]) -> bytes:
 def _logprob(seed: bytes, label: int) -> float:
     digest = hashlib.blake2b(seed + struct.pack("<I", label), digest_size=8).digest()
     return -8.0 * int.from_bytes(digest, "little") / 2**64
-
-
-def _common_prefix(a: bytes, b: bytes) -> int:
-    """Length in bytes of the common prefix, by binary search over C-speed slice compares."""
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo

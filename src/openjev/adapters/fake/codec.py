@@ -33,7 +33,7 @@ class ChatMLByteCodec:
     def render(self, messages: Sequence[ChatMessage]) -> str:
         return render_chat_template(CHATML_TEMPLATE, messages)
 
-    def encode(self, text: str) -> list[int]:
+    def encode_template(self, text: str) -> list[int]:
         ids: list[int] = []
         rest = text
         while rest:
@@ -44,7 +44,7 @@ class ChatMLByteCodec:
             rest = rest[cut + len(special) :]
         return ids
 
-    def encode_text(self, text: str) -> list[int]:
+    def encode_caller_text(self, text: str) -> list[int]:
         return self._encode_plain(text.encode())
 
     def _encode_plain(self, data: bytes) -> list[int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from openjev.adapters.sglang.client import SGLangBackend
+from openjev.adapters.sglang.backend import SGLangBackend
 from openjev.adapters.sglang.flags import SGLANG_HOST
 from openjev.domain.errors import SettingsError
 from openjev.domain.ports import PromptCodec

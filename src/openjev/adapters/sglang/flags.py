@@ -1,7 +1,8 @@
 """The SGLang command line openjev launches: the one place that knows SGLang's flag names.
 
-Pinned to sglang 0.5.23 (`openjev[sglang]`); facts are cited from /work/shared/reference/sglang.md
-(§4 launch flags, verified by building the wheel's own argparse parser). Flags renamed inside 0.5.x
+Pinned to sglang 0.5.23 (`openjev[sglang]`); the flags were checked against that release's own
+argparse parser, whose fields live in `srt/arg_groups/fields/` (files are cited relative to
+https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/). Flags renamed inside 0.5.x
 are resolved by version, so an SGLang found in another environment (`--sglang-python`) still gets
 names it accepts.
 
@@ -15,21 +16,21 @@ Decisions:
   `model_index.json`.
 - No `--skip-tokenizer-init`. openjev sends token ids, so SGLang's tokenizer is only needed for
   detokenising one output token, but with that flag the scheduler keeps no processor, and the Rust
-  frontend then refuses multimodal architectures such as Qwen3.6's (W523
-  `rust_server/server.py` `_resolve_multimodal` needs `processor.image_processor`).
+  frontend then refuses multimodal architectures such as Qwen3.6's
+  (`srt/rust_server/server.py` `_resolve_multimodal` needs `processor.image_processor`).
   `--language-model-only` would avoid that, but 0.5.23 rejects it for Qwen3.5/3.6 architectures.
 - `--mamba-radix-cache-strategy extra_buffer` only for hybrid (Mamba / linear-attention)
   architectures: it is the only strategy that checkpoints the recurrent state at radix-tree
-  branching points, which is what lets the branches reuse the shared prefix (reference §4). 0.5.23
+  branching points, which is what lets the branches reuse the shared prefix (`srt/arg_groups/overrides.py`). 0.5.23
   refuses it for other architectures ("needs mamba state", `model_hook.py`), so other models keep
   SGLang's `auto`.
-- The Rust frontend is `SGLANG_RUST_SERVER=1` in the environment, not a flag (reference §4). The
+- The Rust frontend is `SGLANG_RUST_SERVER=1` in the environment, not a flag (`srt/environ.py`). The
   Python frontend is the default: 0.5.23's Rust one refuses a multimodal-family model unless its
   image processor passes a strict check (which the NVIDIA checkpoint has not been seen to pass), and
   it ignores `--api-key`, so a backend key with the Rust frontend is refused here.
 - `--kv-cache-dtype` is always passed (`OPENJEV_KV_CACHE_DTYPE`, default bf16): with `auto`, a
-  checkpoint whose `hf_quant_config.json` declares FP8 KV quantisation gets an FP8 KV cache (W523
-  mem_cache/kv_cache_dtype.py), which changes the label probabilities.
+  checkpoint whose `hf_quant_config.json` declares FP8 KV quantisation gets an FP8 KV cache
+  (`srt/mem_cache/kv_cache_dtype.py` at v0.5.23), which changes the label probabilities.
 """
 
 from __future__ import annotations
@@ -46,16 +47,17 @@ from openjev.settings import SGLANG_DEFAULT_MODEL, SGLANG_DEFAULT_PUBLIC_NAME, S
 
 PINNED_VERSION = "0.5.23"
 # 0.5.23's Rust frontend has no API-key setting: the Python key check is installed only on the Python
-# server (W523 http_server.py `add_api_key_middleware`), so `--api-key` would leave SGLang's port open.
+# server (`srt/entrypoints/http_server.py` `add_api_key_middleware` at v0.5.23), so `--api-key` would
+# leave SGLang's port open.
 RUST_FRONTEND_IGNORES_KEY = (
     "OPENJEV_BACKEND_API_KEY: SGLang's Rust frontend (OPENJEV_FRONTEND=rust) ignores --api-key, so the key "
     "would protect nothing; use OPENJEV_FRONTEND=python with a backend key, or drop the key"
 )
 # What 0.5.23 prints before exiting when SGLANG_RUST_SERVER=1 meets a multimodal-family model it has no
-# Rust image pipeline for (W523 rust_server/server.py `_resolve_multimodal`).
+# Rust image pipeline for (`srt/rust_server/server.py` `_resolve_multimodal` at v0.5.23).
 RUST_FRONTEND_REFUSAL = "SGLANG_RUST_SERVER=1: no Rust MM pipeline"
 ENTRY_MODULE = "sglang.launch_server"
-SGLANG_HOST = "127.0.0.1"  # SGLang listens on loopback only: its routes are never exposed (SPEC §7).
+SGLANG_HOST = "127.0.0.1"  # SGLang listens on loopback only: its routes are never exposed (docs/spec.md#backends).
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ class FlagNames:
 
 
 # Renamed in June 2026 (#28151 and #23906); releases up to 0.5.14 only know the old spellings,
-# upstream main at about 0.5.15 accepts both, 0.5.23 rejects the old ones (reference §4).
+# upstream main at about 0.5.15 accepts both, 0.5.23 rejects the old ones (`srt/arg_groups/fields/`).
 CURRENT_NAMES = FlagNames(
     mamba_strategy="--mamba-radix-cache-strategy", cuda_graph_max_bs_decode="--cuda-graph-max-bs-decode"
 )
@@ -121,7 +123,7 @@ PROFILE_HELP = {
     "b200-nvfp4": "one B200 serving nvidia/Qwen3.6-35B-A3B-NVFP4: lpm queue, small decode graphs, metrics",
 }
 
-# Architectures for which 0.5.23 accepts extra_buffer (W523 arg_groups/overrides.py
+# Architectures for which 0.5.23 accepts extra_buffer (`srt/arg_groups/overrides.py`
 # `_MAMBA_EXTRA_BUFFER_ARCHS`, the ones a single GPU plausibly serves).
 EXTRA_BUFFER_ARCHITECTURES = frozenset({
     "Qwen3NextForCausalLM",

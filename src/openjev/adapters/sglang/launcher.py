@@ -177,7 +177,7 @@ class SGLangProcess:
                 os.killpg(self._proc.pid, sig)
 
 
-def run_with_sglang(
+def run_with_sglang(  # noqa: C901 - one supervisor loop; its cases read best side by side
     settings: Settings,
     serve_api: Callable[[Mapping[str, str]], int],
     *,

@@ -1,4 +1,9 @@
-"""The API's life: starting (backend loading, labels being verified), ready, or failed."""
+"""The API's life: starting (backend loading, labels being verified), ready, or failed; and its health.
+
+`ServiceLifecycle` starts the evaluator through `openjev.bootstrap` in the background, so the app
+answers at once (/health says 503 until the evaluator is ready), and closes the backend on shutdown.
+Handlers reach it through the typed application state, `AppState.service`.
+"""
 
 from __future__ import annotations
 
@@ -7,41 +12,27 @@ import os
 import time
 from enum import StrEnum
 
-import msgspec
+from litestar.datastructures import State
 
+from openjev.bootstrap import limits_from, start_evaluator
 from openjev.domain.errors import NotReady, StartupError
-from openjev.domain.labels import verify_labels
-from openjev.domain.limits import Limits
 from openjev.domain.ports import BackendHealth
-from openjev.domain.prompt import check_template
 from openjev.evaluation import Evaluator
 from openjev.http.admission import Admission
+from openjev.http.schemas import HealthReport
 from openjev.logs import get_logger
-from openjev.prior_cache import PriorCache
 from openjev.runtime import Runtime
 from openjev.settings import Settings
 
 log = get_logger("openjev.startup")
 STARTUP_FAILURE_EXIT_CODE = 3
+HEALTH_TIMEOUT_SECONDS = 5
 
 
 class Phase(StrEnum):
     STARTING = "starting"
     READY = "ready"
     FAILED = "failed"
-
-
-class HealthReport(msgspec.Struct):
-    status: str
-    model: str
-    backend: str
-    backend_ok: bool
-    backend_detail: str
-    startup_seconds: float | None
-    uptime_seconds: float
-    # Added after the fields above (kept as they were): "starting", "ok", "slow" (answers, late:
-    # still serving, still 200) or "down".
-    backend_state: str = "ok"
 
 
 def backend_state(phase: Phase, backend: BackendHealth) -> str:
@@ -52,26 +43,13 @@ def backend_state(phase: Phase, backend: BackendHealth) -> str:
     return "slow" if backend.slow else "ok"
 
 
-def limits_from(settings: Settings) -> Limits:
-    return Limits(
-        max_questions=settings.max_questions,
-        max_options=settings.max_options,
-        max_body_bytes=settings.max_body_bytes,
-        max_input_tokens=settings.max_input_tokens,
-        max_total_input_tokens=settings.max_total_input_tokens,
-        max_concurrent_requests=settings.max_concurrent_requests,
-        max_concurrent_branches=settings.max_concurrent_branches,
-        request_timeout_seconds=settings.request_timeout,
-    )
-
-
-class ServerState:
+class ServiceLifecycle:
     def __init__(self, settings: Settings, runtime: Runtime, *, exit_on_failure: bool = False) -> None:
         self.settings = settings
         self.runtime = runtime
         self.limits = limits_from(settings)
         self.admission = Admission(settings.max_concurrent_requests)
-        self.accepted_models = frozenset({runtime.public_model, *runtime.accepted_models})
+        self.accepted_models = runtime.model_names
         self.phase = Phase.STARTING
         self.detail = "loading the backend"
         self.evaluator: Evaluator | None = None
@@ -98,8 +76,8 @@ class ServerState:
         backend = BackendHealth(ok=False, detail=self.detail)
         if self.phase is Phase.READY:
             try:
-                backend = await asyncio.wait_for(self.runtime.backend.health(), 5)
-            except Exception as exc:
+                backend = await asyncio.wait_for(self.runtime.backend.health(), HEALTH_TIMEOUT_SECONDS)
+            except Exception as exc:  # noqa: BLE001 - any failure of the probe means "unhealthy"
                 backend = BackendHealth(ok=False, detail=f"health check failed: {exc}")
         status = self.phase.value if self.phase is not Phase.READY or backend.ok else "backend_unavailable"
         return HealthReport(
@@ -118,11 +96,7 @@ class ServerState:
         runtime = self.runtime
         log.info("backend_starting", backend=runtime.kind, model=runtime.public_model)
         try:
-            await runtime.backend.start()
-            self.detail = "loading the tokenizer and verifying labels"
-            codec = await asyncio.to_thread(runtime.load_codec)
-            labels = await asyncio.to_thread(verify_labels, codec, self.settings.max_options)
-            await asyncio.to_thread(check_template, codec, labels)
+            evaluator = await start_evaluator(self.settings, runtime, on_step=self._step)
         except Exception as exc:
             self.phase = Phase.FAILED
             self.detail = str(exc)
@@ -133,19 +107,7 @@ class ServerState:
             if not isinstance(exc, StartupError):
                 raise
             return
-        self.evaluator = Evaluator(
-            backend=runtime.backend,
-            codec=codec,
-            labels=labels,
-            limits=self.limits,
-            public_model=runtime.public_model,
-            temperature=self.settings.temperature,
-            confidence=self.settings.confidence,
-            debias=self.settings.resolved_debias(),
-            max_orders=self.settings.debias_max_orders,
-            priors=PriorCache(self.settings.prior_cache_entries),
-            branch_context=runtime.backend.context_tokens(),
-        )
+        self.evaluator = evaluator
         self.startup_seconds = time.monotonic() - started
         self.phase = Phase.READY
         self.detail = "serving"
@@ -153,8 +115,17 @@ class ServerState:
             "ready",
             backend=runtime.kind,
             model=runtime.public_model,
-            labels=labels.capacity,
-            debias=self.evaluator.debias,
-            branch_token_limit=self.evaluator.branch_limit,
+            labels=evaluator.labels.capacity,
+            debias=evaluator.debias,
+            branch_token_limit=evaluator.branch_limit,
             startup_seconds=round(self.startup_seconds, 3),
         )
+
+    def _step(self, detail: str) -> None:
+        self.detail = detail
+
+
+class AppState(State):
+    """The application state, typed: handlers declare `state: AppState`."""
+
+    service: ServiceLifecycle

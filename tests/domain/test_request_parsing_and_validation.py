@@ -5,9 +5,9 @@ from typing import Any
 
 import pytest
 
-from openjev.domain.decoding import decode_request
 from openjev.domain.errors import InvalidRequest, UnknownModel
 from openjev.domain.limits import Limits
+from openjev.domain.request_parsing import decode_request
 from openjev.domain.validation import check_model, validate_request
 from openjev.domain.wire import ChoiceQuestion, NoulQuestion, ScoreQuestion
 

@@ -3,12 +3,12 @@
 Every call is a single-token greedy `/generate` on token ids (never text), asking for the exact
 label ids with `token_ids_logprob`. Greedy (`temperature: 0`) matters: SGLang returns raw,
 untempered log-probabilities only when the request is greedy, otherwise it returns the
-temperature-scaled ones (reference sglang.md §2). The labels are read from
+temperature-scaled ones (`srt/layers/sampler.py`). The labels are read from
 `meta_info.output_token_ids_logprobs[0]` by token id, and a label SGLang did not return is an
 error, never a zero.
 
-SGLang's shapes and behaviours this module relies on are cited from
-/work/shared/reference/sglang.md (W523 = the sglang 0.5.23 wheel).
+SGLang's shapes and behaviours this module relies on are cited as files of the pinned release,
+relative to https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/ (docs/sglang.md says more).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ log = get_logger("openjev.sglang")
 # branches, and /health and /abort_request must never queue behind a full pool of slow calls.
 CONTROL_CONNECTIONS = 4
 # SGLang's Python server (uvicorn) closes idle keep-alive connections after 5 s
-# (SGLANG_TIMEOUT_KEEP_ALIVE, W523 environ.py:337). Dropping ours first avoids reusing a
+# (SGLANG_TIMEOUT_KEEP_ALIVE in `srt/environ.py`). Dropping ours first avoids reusing a
 # connection the server is closing, which would fail a call with "server disconnected".
 KEEPALIVE_SECONDS = 4.0
 STARTUP_PROBE_TIMEOUT = 25.0  # a /health that stalls answers 503 after SGLANG_HEALTH_CHECK_TIMEOUT=20 s.
@@ -48,8 +48,9 @@ _HEX32 = re.compile(r"[0-9a-f]{32}")
 def rid_for(call_id: str) -> str:
     """The SGLang request id for a call id, such that no rid is a prefix of another.
 
-    SGLang's scheduler aborts every request whose rid *starts with* the aborted rid (reference §3,
-    scheduler.py `req.rid.startswith(recv_req.rid)`), so aborting one call must not match another.
+    SGLang's scheduler aborts every request whose rid *starts with* the aborted rid
+    (`srt/managers/scheduler.py`: `req.rid.startswith(recv_req.rid)`), so aborting one call must not
+    match another.
     uuid4 hex ids (what the use case passes) are fixed-length and so prefix-free already: they are
     used as they are. Any other id is framed with its length, which keeps the set prefix-free.
     """
@@ -59,7 +60,7 @@ def rid_for(call_id: str) -> str:
 
 
 class _Entry(msgspec.Struct, array_like=True, forbid_unknown_fields=False):
-    """One `[logprob, token_id, text]` element (reference §1.3, `LogprobEntry`)."""
+    """One `[logprob, token_id, text]` element (`LogprobEntry` in `api/v1/api_types.py`)."""
 
     logprob: float | None
     token_id: int
@@ -184,7 +185,7 @@ class SGLangBackend:
     async def score(self, call_id: str, token_ids: Sequence[int], label_ids: Sequence[int]) -> LabelScores:
         body = {
             "input_ids": list(token_ids),
-            # Greedy: SGLang then returns raw log_softmax values, not temperature-scaled ones (§2).
+            # Greedy: SGLang then returns raw log_softmax values, not temperature-scaled ones (`srt/layers/sampler.py`).
             "sampling_params": {"max_new_tokens": 1, "temperature": 0},
             "return_logprob": True,
             "token_ids_logprob": list(label_ids),
@@ -346,7 +347,7 @@ class SGLangBackend:
 def _server_limit(info: Any) -> int | None:
     """Largest prompt + one output token SGLang admits, from /server_info.
 
-    SGLang refuses a prompt of `max_req_input_len` tokens or more (W523 scheduler
+    SGLang refuses a prompt of `max_req_input_len` tokens or more (`srt/managers/scheduler.py`
     `validate_input_length`), so prompt + the one output token fits in `max_req_input_len`.
     """
     if not isinstance(info, dict):

@@ -1,7 +1,8 @@
-"""Strict, single-pass decoding of the request body, with errors mapped to 422 `loc` paths.
+"""Parse a request body: strict, single-pass JSON decoding, with errors mapped to 422 `loc` paths.
 
 msgspec reports dict keys as `[...]`; when that happens the offending question id or option
 name is found again in the raw JSON so the caller learns exactly which one is wrong.
+`explain_validation_error` is the one reader of msgspec's error text (settings use it too).
 """
 
 from __future__ import annotations
@@ -22,19 +23,25 @@ def decode_request(body: bytes) -> SystemOneRequest:
     try:
         return _decoder.decode(body)
     except msgspec.ValidationError as exc:
-        raise InvalidRequest([_issue(str(exc), body)]) from None
+        raise InvalidRequest([_issue(exc, body)]) from None
     except msgspec.DecodeError as exc:
         raise InvalidRequest.one(("body",), f"JSON is malformed: {exc}", "json_invalid") from None
     except RecursionError:
         raise InvalidRequest.one(("body",), "JSON is nested too deeply", "json_invalid") from None
 
 
-def _issue(text: str, body: bytes) -> Issue:
-    message, _, where = text.partition(" - at `")
+def explain_validation_error(exc: msgspec.ValidationError) -> tuple[str, list[str | int]]:
+    """msgspec's message and the path it names: `$.a[0].b` reads as `["a", 0, "b"]`, a dict key as `"..."`."""
+    message, _, where = str(exc).partition(" - at `")
     path = where.rstrip("`")[1:] if where else ""
     segments: list[str | int] = []
     for name, index in _SEGMENT.findall(path):
         segments.append(name if name else (index if index == "..." else int(index)))
+    return message, segments
+
+
+def _issue(exc: msgspec.ValidationError, body: bytes) -> Issue:
+    message, segments = explain_validation_error(exc)
     if "..." in segments:
         segments = _resolve_keys(segments, body)
     return Issue(loc=("body", *segments), msg=message, type=_error_type(message))

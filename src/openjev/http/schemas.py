@@ -1,0 +1,74 @@
+"""The response bodies of the small routes (/v1/models, /v1/limits, /health, /health/live).
+
+The System One request and response live in `openjev.domain.wire`.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from openjev.domain.errors import Issue
+from openjev.domain.limits import Limits
+
+UNKNOWN_RELEASE_DATE = "unknown"
+
+
+class ModelCard(msgspec.Struct):
+    name: str
+    description: str
+    release_date: str  # YYYY-MM-DD, or "unknown" (the official SDK requires a string)
+
+
+class OpenAIModel(msgspec.Struct):
+    id: str
+    object: str
+    created: int
+    owned_by: str
+
+
+class ModelList(msgspec.Struct):
+    """The catalog in both shapes: TypeSafe's `models` and OpenAI's `object`/`data`."""
+
+    models: list[ModelCard]
+    object: str
+    data: list[OpenAIModel]
+
+
+class LimitsReport(msgspec.Struct):
+    limits: Limits
+    branch_token_limit: int | None
+    scope: str
+
+
+class HealthReport(msgspec.Struct):
+    status: str
+    model: str
+    backend: str
+    backend_ok: bool
+    backend_detail: str
+    startup_seconds: float | None
+    uptime_seconds: float
+    # Added after the fields above (kept as they were): "starting", "ok", "slow" (answers, late:
+    # still serving, still 200) or "down".
+    backend_state: str = "ok"
+
+
+class Liveness(msgspec.Struct):
+    status: str
+
+
+class ErrorDetail(msgspec.Struct):
+    error_type: str
+    message: str
+
+
+class ErrorBody(msgspec.Struct):
+    """Every error but a 422: `{"detail": {"error_type": ..., "message": ...}}`."""
+
+    detail: ErrorDetail
+
+
+class ValidationErrorBody(msgspec.Struct):
+    """A 422: `{"detail": [{"loc": ["body", ...], "msg": ..., "type": ...}]}`."""
+
+    detail: list[Issue]
