@@ -122,7 +122,7 @@ async def test_health_fields_stay_and_backend_state_is_added(client: Client) -> 
                            "uptime_seconds", "backend_state"}  # fmt: skip
     assert report["backend_state"] == "ok"
     app: Any = client.app
-    app.state.server.runtime.backend.started = False
+    app.state.service.runtime.backend.started = False
     assert (await client.get("/health")).json()["backend_state"] == "down"
 
 

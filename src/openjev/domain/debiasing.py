@@ -9,7 +9,8 @@ whatever the input. Two well-known, cheap corrections undo much of that:
   "content score × position prior", the position prior is the same for every option after the
   average and cancels in the softmax. The orders are the cyclic rotations of the options as sent
   and of their reverse, a set that is the same whichever of those orders the caller sent, so
-  reversing or rotating the options cannot change the answer.
+  reversing or rotating the options cannot change the answer. A yes/no question is asked twice,
+  offering "Yes or No" and "No or Yes".
 - Answer prior (contextual calibration, Zhao et al. 2021, "Calibrate Before Use"): the same question
   is asked about a content-free state ("N/A"); that distribution is what the model answers with no
   evidence, and it is divided out (subtracted in log space) before the answer is normalised.
