@@ -56,10 +56,19 @@ def sdk_questions() -> dict[str, Any]:
     }
 
 
-def entropy_confidence(probabilities: Mapping[Any, float]) -> float:
-    p = list(probabilities.values())
-    h = -sum(x * math.log(x) for x in p if x > 0)
-    return min(1.0, max(0.0, 1.0 - h / math.log(len(p))))
+def typesafe_choice_confidence(probabilities: Mapping[Any, float]) -> float:
+    """TypeSafe's documented formula, the default: (p_max − 1/n) / (1 − 1/n)."""
+    n = len(probabilities)
+    return (max(probabilities.values()) - 1 / n) / (1 - 1 / n)
+
+
+def typesafe_score_confidence(probabilities: Mapping[int, float]) -> float:
+    """max(0, 1 − Σ p_i·|i − mode| / u), u the mean absolute deviation of the uniform over the levels."""
+    n = len(probabilities)
+    mode = max(probabilities, key=lambda i: probabilities[i])
+    spread = sum(p * abs(i - mode) for i, p in probabilities.items())
+    uniform = sum(abs(i - (n - 1) / 2) for i in range(n)) / n
+    return max(0.0, 1 - spread / uniform)
 
 
 def check_distribution(probabilities: Mapping[Any, float]) -> None:
@@ -73,7 +82,7 @@ def check_choice(answer: Any, names: list[str]) -> None:
     check_distribution(answer.probabilities)
     assert answer.choice in names
     assert answer.probabilities[answer.choice] == max(answer.probabilities.values())
-    assert answer.confidence == pytest.approx(entropy_confidence(answer.probabilities), abs=1e-9)
+    assert answer.confidence == pytest.approx(typesafe_choice_confidence(answer.probabilities), abs=1e-9)
 
 
 def check_score(answer: Any, levels: list[Any]) -> None:
@@ -83,7 +92,7 @@ def check_score(answer: Any, levels: list[Any]) -> None:
     expected = sum(i * p for i, p in answer.probabilities.items())
     assert answer.score == pytest.approx(expected, abs=1e-9)
     assert 0.0 <= answer.score <= len(levels) - 1
-    assert answer.confidence == pytest.approx(entropy_confidence(answer.probabilities), abs=1e-9)
+    assert answer.confidence == pytest.approx(typesafe_score_confidence(answer.probabilities), abs=1e-9)
 
 
 def check_spec_answers(result: SystemOneResponse) -> None:

@@ -1,0 +1,135 @@
+"""`openjev eval` end to end: the real CLI against a real `openjev serve --backend fake` process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.smoke.servers import OPENJEV, clean_env, openjev_server
+
+TOPICS = {"World": "World news", "Sports": "Sports news", "Business": "Business news", "Tech": None}
+ITEMS: list[dict[str, Any]] = [
+    *(
+        {
+            "id": f"c{i}",
+            "state": f"Headline number {i}",
+            "question": {"type": "choice", "instructions": "Topic?", "criteria": TOPICS},
+            "gold": list(TOPICS)[i % 4],
+        }
+        for i in range(8)
+    ),
+    *(
+        {
+            "id": f"n{i}",
+            "state": f"Review {i}",
+            "question": {"type": "noul", "instructions": "Positive?"},
+            "gold": i % 2 == 0,
+        }
+        for i in range(6)
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    with openjev_server("--backend", "fake") as url:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2) as reply:
+                    if reply.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the fake server did not start")
+            time.sleep(0.1)
+        yield url
+
+
+def write_items(path: Path, items: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(item) + "\n" for item in items))
+    return path
+
+
+def run_eval(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(OPENJEV), "eval", *args], env=clean_env({}), capture_output=True, text=True, timeout=120)
+
+
+def ask(url: str, item: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    body = json.dumps({"model": "jev-latest", "state": item["state"], "questions": {"q": item["question"]}, **extra})
+    request = urllib.request.Request(
+        url + "/v1/systemone", data=body.encode(), headers={"content-type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        result: dict[str, Any] = json.loads(reply.read())
+    return result
+
+
+def is_right(answer: dict[str, Any], gold: Any) -> bool:
+    if answer["type"] == "noul":
+        return (answer["noul"] > 0.5) == gold if answer["noul"] != 0.5 else gold is True
+    return bool(answer["choice"] == gold)
+
+
+def test_the_report_matches_the_answers_the_server_gives(server: str, tmp_path: Path) -> None:
+    data = write_items(tmp_path / "set.jsonl", ITEMS)
+    out = tmp_path / "report.json"
+    done = run_eval(str(data), "--url", server, "--reverse", "--fit-temperature", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())["files"][0]
+    assert (report["items"], report["answered"], report["failures"]) == (14, 14, 0)
+    answers = [ask(server, item)["answers"]["q"] for item in ITEMS]
+    right = [is_right(a, item["gold"]) for a, item in zip(answers, ITEMS, strict=True)]
+    assert report["accuracy"] == pytest.approx(sum(right) / len(right))
+    confidences = [
+        max(a["noul"], 1 - a["noul"]) if a["type"] == "noul" else max(a["probabilities"].values()) for a in answers
+    ]
+    assert report["mean_confidence"] == pytest.approx(sum(confidences) / len(confidences))
+    assert sum(b["count"] for b in report["reliability"]) == 14 and len(report["reliability"]) == 10
+    assert report["calls_per_item"] == 2.0  # the fake server does not debias: warm-up plus one branch
+    assert report["latency_p50"] > 0 and report["items_per_second"] > 0
+    reversed_ = report["reversed"]
+    assert reversed_["items"] == 8  # only the choice items can be reversed
+    flipped = []
+    for item, answer in zip(ITEMS[:8], answers[:8], strict=True):
+        back = {**item["question"], "criteria": dict(reversed(list(TOPICS.items())))}
+        flipped.append(ask(server, {**item, "question": back})["answers"]["q"]["choice"] == answer["choice"])
+    assert reversed_["stable"] == pytest.approx(sum(flipped) / 8)
+    fit = report["temperature"]
+    assert fit["temperature"] > 0 and fit["nll_after"] <= fit["nll_before"] + 1e-12
+    assert "accuracy" in done.stdout and "reliability" in done.stdout and "fitted temperature" in done.stdout
+
+
+def test_the_debias_flag_reaches_the_server(server: str, tmp_path: Path) -> None:
+    data = write_items(tmp_path / "set.jsonl", ITEMS[:4])
+    out = tmp_path / "report.json"
+    done = run_eval(str(data), "--url", server, "--debias", "rotate", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())["files"][0]
+    assert report["calls_per_item"] == 1 + 8  # warm-up, then the four options in eight orders
+    assert report["debias"] == "rotate"
+
+
+def test_failures_are_counted_and_make_the_exit_code_1(server: str, tmp_path: Path) -> None:
+    bad = {**ITEMS[0], "question": {"type": "choice", "criteria": {f"o{i}": None for i in range(70)}}, "gold": "o1"}
+    data = write_items(tmp_path / "set.jsonl", [ITEMS[0], bad])
+    done = run_eval(str(data), "--url", server)
+    assert done.returncode == 1
+    assert "1 failed" in done.stdout and "HTTP 422" in done.stdout
+
+
+def test_a_bad_file_names_its_line(tmp_path: Path) -> None:
+    data = tmp_path / "set.jsonl"
+    data.write_text(json.dumps(ITEMS[0]) + "\n" + json.dumps({**ITEMS[1], "gold": "Weather"}) + "\n")
+    done = run_eval(str(data), "--url", "http://127.0.0.1:9")
+    assert done.returncode == 2
+    assert "line 2" in done.stderr and "Weather" in done.stderr
