@@ -1,10 +1,13 @@
-"""Benchmark of `openjev serve` on the embedded backend (SmolLM2-135M on llama.cpp, CPU).
+"""Benchmark of `openjev serve` on the embedded backend (the default model on llama.cpp, CPU).
 
 Run: `uv run python benchmarks/bench_embedded.py [--requests N] [--budget SECONDS]`
+(`OPENJEV_MODEL=smollm2-135m` in the environment measures the small model instead.)
 
 Starts the real server as a subprocess (the environment's `openjev` entry point, so the PID is the
 server's own and its memory can be read), waits for GET /health to answer 200, then measures for
-the example of docs/spec.md (3 questions) and for a 12-question request, at concurrency 1 and 4:
+the example of docs/spec.md (3 questions) and for a 12-question request, at concurrency 1 and 4,
+with the server's default bias removal and, for the example, without it (`x_debias: none`), so the
+cost of debiasing is printed beside the plain path:
 
 - latency median and p90 (client side, whole request);
 - decisions per second (questions answered / wall time);
@@ -94,6 +97,7 @@ TWELVE_QUESTIONS: dict[str, Any] = {
 class Sample:
     seconds: float
     questions: int
+    calls: int
     input_tokens: int
     prefix_tokens: int
     cached_tokens: int | None
@@ -157,6 +161,7 @@ def post(port: int, body: dict[str, Any]) -> Sample:
     return Sample(
         seconds=seconds,
         questions=len(reply["answers"]),
+        calls=int(reply["usage"]["output_tokens"]),
         input_tokens=int(reply["usage"]["input_tokens"]),
         prefix_tokens=int(response.getheader("x-openjev-prefix-tokens") or 0),
         cached_tokens=int(cached) if cached is not None else None,
@@ -218,15 +223,19 @@ def main() -> None:
         ready = wait_ready(port, process, timeout=180)
         print(f"server ready in {ready:.1f} s (pid {process.pid}, log {log})")
         post(port, unique(SPEC_EXAMPLE, 10_000))  # first request: lazy initialisation, not measured
+        plain = {**SPEC_EXAMPLE, "x_debias": "none"}
         scenarios = [
+            ("spec example (3 q), no debias", plain, 1),
             ("spec example (3 q)", SPEC_EXAMPLE, 1),
             ("spec example (3 q)", SPEC_EXAMPLE, 4),
             ("12 questions", TWELVE_QUESTIONS, 1),
             ("12 questions", TWELVE_QUESTIONS, 4),
         ]
         share = args.budget / len(scenarios)
+        measured: list[list[Sample]] = []
         for index, (name, request, concurrency) in enumerate(scenarios):
             samples, wall = run_scenario(port, request, concurrency, args.requests, share, seed=1000 * index)
+            measured.append(samples)
             latencies = sorted(s.seconds for s in samples)
             p90 = latencies[min(len(latencies) - 1, round(0.9 * (len(latencies) - 1)))]
             minimum = statistics.mean(s.input_tokens - s.questions * s.prefix_tokens for s in samples)
@@ -239,6 +248,7 @@ def main() -> None:
                     f"{statistics.median(latencies):.2f}",
                     f"{p90:.2f}",
                     f"{sum(s.questions for s in samples) / wall:.2f}",
+                    f"{statistics.mean(s.calls for s in samples):.0f}",
                     f"{statistics.mean(s.input_tokens for s in samples):.0f}",
                     f"{statistics.mean(s.prefix_tokens for s in samples):.0f}",
                     f"{prefilled:.0f}",
@@ -254,7 +264,20 @@ def main() -> None:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             process.kill()
-    header = ["request", "conc", "n", "p50 s", "p90 s", "dec/s", "input tok", "prefix", "prefilled", "minimum", "ratio"]
+    header = [
+        "request",
+        "conc",
+        "n",
+        "p50 s",
+        "p90 s",
+        "dec/s",
+        "calls",
+        "input tok",
+        "prefix",
+        "prefilled",
+        "minimum",
+        "ratio",
+    ]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     print()
     print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
@@ -266,6 +289,15 @@ def main() -> None:
     )
     print(
         "prefilled = input_tokens - x-openjev-cached-tokens (warm-up counted in full); minimum = prefix once + suffixes"
+    )
+    plain_run, debiased = measured[0], measured[1]
+    p50 = statistics.median(s.seconds for s in debiased), statistics.median(s.seconds for s in plain_run)
+    calls = statistics.mean(s.calls for s in debiased), statistics.mean(s.calls for s in plain_run)
+    filled = [statistics.mean(s.input_tokens - (s.cached_tokens or 0) for s in run) for run in (debiased, plain_run)]
+    print(
+        f"cost of the default debiasing on the spec example (default / none): p50 {p50[0]:.2f} / {p50[1]:.2f} s "
+        f"(x{p50[0] / p50[1]:.2f}), calls {calls[0]:.0f} / {calls[1]:.0f}, tokens prefilled {filled[0]:.0f} / "
+        f"{filled[1]:.0f}"
     )
 
 
