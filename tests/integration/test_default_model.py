@@ -1,0 +1,69 @@
+"""The default model, Qwen2.5-Coder-0.5B-Instruct, assembled from its packages: verified, refused when corrupt,
+and answering the example of docs/spec.md with its default bias removal."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from openjev.adapters.embedded.backend import EmbeddedBackend
+from openjev.adapters.embedded.packaged_models import DEFAULT_MODEL, model_file, verify
+from openjev.bootstrap import build_runtime, limits_from, serving
+from openjev.domain.errors import StartupError
+from openjev.evaluation import Evaluator, parse_request
+from openjev.http.openapi_docs import EXAMPLE_REQUEST
+from openjev.settings import load_settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("openjev-cache")
+
+
+def test_the_default_model_is_assembled_from_its_packages_and_verified(cache: Path) -> None:
+    path = model_file(DEFAULT_MODEL, cache)
+    assert path.stat().st_size == DEFAULT_MODEL.size
+    verify(DEFAULT_MODEL, path)
+
+
+async def test_a_corrupted_default_model_refuses_to_start(cache: Path, tmp_path: Path) -> None:
+    corrupt = tmp_path / "cache"
+    corrupt.mkdir()
+    target = corrupt / DEFAULT_MODEL.file_name
+    shutil.copyfile(model_file(DEFAULT_MODEL, cache), target)
+    with target.open("r+b") as file:
+        file.seek(DEFAULT_MODEL.size // 2)
+        byte = file.read(1)
+        file.seek(DEFAULT_MODEL.size // 2)
+        file.write(bytes([byte[0] ^ 0xFF]))
+    runtime = build_runtime(load_settings({"OPENJEV_CACHE_DIR": str(corrupt)}))
+    with pytest.raises(StartupError, match=r"sha256 .* expected " + DEFAULT_MODEL.sha256):
+        await runtime.backend.start()
+    assert isinstance(runtime.backend, EmbeddedBackend) and not runtime.backend.started
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def evaluator(cache: Path) -> AsyncIterator[Evaluator]:
+    settings = load_settings({"OPENJEV_CACHE_DIR": str(cache)}, parallel_slots=2, slot_context=2048)
+    async with serving(settings) as started:
+        yield started
+
+
+async def test_the_default_server_answers_the_spec_example_sensibly(evaluator: Evaluator, cache: Path) -> None:
+    settings = load_settings({"OPENJEV_CACHE_DIR": str(cache)})
+    request = parse_request(json.dumps(EXAMPLE_REQUEST).encode(), limits_from(settings), frozenset())
+    assert evaluator.debias == "rotate+calibrate"
+    result = await evaluator.evaluate(evaluator.prepare(request))
+    answers = result.response.answers
+    assert answers["refund"].noul > 0.5  # type: ignore[union-attr]
+    assert answers["department"].choice == "billing"  # type: ignore[union-attr]
+    # warm-up; yes/no twice; two options in both orders; the score once; a prior for each of the four
+    # yes/no and choice calls (the first time they are asked)
+    assert result.response.usage.output_tokens == 1 + 2 + 2 + 1 + 4
