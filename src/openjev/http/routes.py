@@ -42,11 +42,15 @@ LARGE_BODY_BYTES = 64 * 1024  # above this, tokenizing goes to a thread so other
 def bearer_guard(expected: str | None) -> Guard:
     """Bearer auth when a key is configured; an Authorization header is ignored when none is."""
 
+    wanted = None if expected is None else expected.strip().encode()
+
     def require_key(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-        if expected is None:
+        if wanted is None:
             return
-        scheme, _sep, token = connection.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), expected.encode()):
+        # The raw header bytes, compared with the key's UTF-8 bytes: a non-ASCII key works as UTF-8.
+        raw = next((v for k, v in connection.scope["headers"] if k.lower() == b"authorization"), b"")
+        scheme, _sep, token = raw.partition(b" ")
+        if scheme.lower() != b"bearer" or not hmac.compare_digest(token.strip(), wanted):
             raise AuthenticationFailed("a valid bearer key is required: send `Authorization: Bearer <key>`")
 
     return require_key
