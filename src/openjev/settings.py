@@ -107,6 +107,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     def resolved_debias(self) -> DebiasMode:
         """OPENJEV_DEBIAS, or the default measured for the backend in use."""
         return self.debias if self.debias is not None else DEFAULT_DEBIAS[self.resolved_backend()]
+
     @property
     def request_timeout_seconds(self) -> float:
         """`request_timeout` under the name `Limits` (and GET /v1/limits) use."""
@@ -140,23 +141,32 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
             raw[key] = value
     if "cache_dir" not in raw and env.get("XDG_CACHE_HOME"):
         raw["cache_dir"] = str(Path(env["XDG_CACHE_HOME"]) / "openjev")
+    _strip_secrets(raw)
+    try:
+        settings = msgspec.convert(raw, Settings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise SettingsError(_explain(exc)) from None
+    _check_values(settings)
+    return settings
+
+
+def _strip_secrets(raw: dict[str, Any]) -> None:
     for key in SECRET_FIELDS:
         if isinstance(raw.get(key), str):
             # The presented key is stripped too: a trailing newline from a secret file must not lock everyone out.
             raw[key] = raw[key].strip()
             if not raw[key]:
                 raise SettingsError(f"{env_name(key)}: the key is blank (only white space)")
-    try:
-        settings = msgspec.convert(raw, Settings, strict=False)
-    except msgspec.ValidationError as exc:
-        raise SettingsError(_explain(exc)) from None
+
+
+def _check_values(settings: Settings) -> None:
+    """What msgspec's constraints cannot say: finite numbers, a host."""
     for field in msgspec.structs.fields(Settings):
         value = getattr(settings, field.name)
         if isinstance(value, float) and not math.isfinite(value):
             raise SettingsError(f"{env_name(field.name)}: expected a finite number, got {value}")
     if not settings.host.strip():
         raise SettingsError(f"{env_name('host')}: expected an address or a host name, got an empty value")
-    return settings
 
 
 def _explain(exc: msgspec.ValidationError) -> str:
