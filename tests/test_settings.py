@@ -57,3 +57,19 @@ def test_overrides_win_and_none_means_unset() -> None:
 )
 def test_auto_picks_sglang_only_when_configured(env: dict[str, str], kind: str) -> None:
     assert load_settings(env).resolved_backend() == kind
+
+
+@pytest.mark.parametrize(
+    "name", ["OPENJEV_TEMPERATURE", "OPENJEV_REQUEST_TIMEOUT", "OPENJEV_FAKE_LATENCY", "OPENJEV_BODY_TIMEOUT"]
+)
+@pytest.mark.parametrize("value", ["inf", "Infinity", "nan"])
+def test_non_finite_numbers_are_refused(name: str, value: str) -> None:
+    with pytest.raises(SettingsError, match=name):
+        load_settings({name: value})
+
+
+def test_configured_keys_are_stripped_like_presented_ones() -> None:
+    s = load_settings({"OPENJEV_API_KEY": "s3cret\n", "OPENJEV_BACKEND_API_KEY": "  b4ck  "})
+    assert (s.api_key, s.backend_api_key) == ("s3cret", "b4ck")
+    with pytest.raises(SettingsError, match="OPENJEV_API_KEY"):
+        load_settings({"OPENJEV_API_KEY": " \n"})

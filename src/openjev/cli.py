@@ -61,6 +61,10 @@ def _serve(args: argparse.Namespace) -> int:
     }
     settings = load_settings(**overrides)
     configure_logging(settings.log_level)
+    from openjev.listen import listen_address
+
+    # Checked before anything starts (SGLang takes minutes): a taken port or an unusable host stops here.
+    settings = msgspec.structs.replace(settings, host=listen_address(settings))
     from openjev.bootstrap import build_runtime
 
     runtime = build_runtime(settings)

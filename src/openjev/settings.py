@@ -5,6 +5,7 @@ Nothing else in openjev reads the environment. A bad value raises SettingsError 
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,6 +25,7 @@ DEPLOYMENT_VARIABLES = frozenset({"OPENJEV_MIN_CONTAINERS"})
 SGLANG_DEFAULT_MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 SGLANG_DEFAULT_PUBLIC_NAME = "Qwen/Qwen3.6-35B-A3B"
 MAX_OPTION_LIMIT = 255
+SECRET_FIELDS = ("api_key", "backend_api_key")  # stripped of surrounding white space, like a presented key
 
 Positive = Annotated[int, msgspec.Meta(gt=0)]
 PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
@@ -65,6 +67,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     max_concurrent_requests: Positive = _LIMITS.max_concurrent_requests
     max_concurrent_branches: Positive = _LIMITS.max_concurrent_branches
     request_timeout: PositiveFloat = _LIMITS.request_timeout_seconds
+    # Reading a request body: the whole body within `body_timeout` seconds and, after the first
+    # seconds, at `body_min_rate` bytes a second on average (0: no minimum); else 408.
+    body_timeout: PositiveFloat = 30.0
+    body_min_rate: Annotated[int, msgspec.Meta(ge=0)] = 1024
 
     # Answers.
     temperature: PositiveFloat = 1.0
@@ -101,6 +107,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     def resolved_debias(self) -> DebiasMode:
         """OPENJEV_DEBIAS, or the default measured for the backend in use."""
         return self.debias if self.debias is not None else DEFAULT_DEBIAS[self.resolved_backend()]
+
     @property
     def request_timeout_seconds(self) -> float:
         """`request_timeout` under the name `Limits` (and GET /v1/limits) use."""
@@ -134,10 +141,32 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
             raw[key] = value
     if "cache_dir" not in raw and env.get("XDG_CACHE_HOME"):
         raw["cache_dir"] = str(Path(env["XDG_CACHE_HOME"]) / "openjev")
+    _strip_secrets(raw)
     try:
-        return msgspec.convert(raw, Settings, strict=False)
+        settings = msgspec.convert(raw, Settings, strict=False)
     except msgspec.ValidationError as exc:
         raise SettingsError(_explain(exc)) from None
+    _check_values(settings)
+    return settings
+
+
+def _strip_secrets(raw: dict[str, Any]) -> None:
+    for key in SECRET_FIELDS:
+        if isinstance(raw.get(key), str):
+            # The presented key is stripped too: a trailing newline from a secret file must not lock everyone out.
+            raw[key] = raw[key].strip()
+            if not raw[key]:
+                raise SettingsError(f"{env_name(key)}: the key is blank (only white space)")
+
+
+def _check_values(settings: Settings) -> None:
+    """What msgspec's constraints cannot say: finite numbers, a host."""
+    for field in msgspec.structs.fields(Settings):
+        value = getattr(settings, field.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SettingsError(f"{env_name(field.name)}: expected a finite number, got {value}")
+    if not settings.host.strip():
+        raise SettingsError(f"{env_name('host')}: expected an address or a host name, got an empty value")
 
 
 def _explain(exc: msgspec.ValidationError) -> str:

@@ -13,6 +13,7 @@ from openjev.http.app import create_app
 from openjev.settings import load_settings
 
 Client = AsyncTestClient[Litestar]
+LOCAL = "http://127.0.0.1"  # the app listens on loopback by default: it answers loopback Host headers only
 
 
 @asynccontextmanager
@@ -20,7 +21,7 @@ async def running(
     env: dict[str, str] | None = None, *, wait_ready: bool = True, **settings: Any
 ) -> AsyncIterator[Client]:
     app = create_app(load_settings({"OPENJEV_BACKEND": "fake", **(env or {})}, **settings))
-    async with AsyncTestClient(app=app) as client:
+    async with AsyncTestClient(app=app, base_url=LOCAL) as client:
         if wait_ready:
             for _ in range(200):
                 if (await client.get("/health")).status_code == 200:

@@ -9,7 +9,7 @@ from openjev.domain.ports import BackendHealth
 from openjev.http.app import create_app
 from openjev.http.openapi_docs import EXAMPLE_REQUEST, SCALAR_VERSION, SWAGGER_VERSION
 from openjev.settings import load_settings
-from tests.api.conftest import Client
+from tests.api.conftest import LOCAL, Client
 
 
 async def test_models_in_both_shapes(client: Client) -> None:
@@ -62,7 +62,7 @@ async def test_503_with_retry_after_while_starting() -> None:
     settings = load_settings({"OPENJEV_BACKEND": "fake"})
     backend = _SlowStart()
     app = create_app(settings, replace(build_runtime(settings), backend=backend))
-    async with AsyncTestClient(app=app) as client:
+    async with AsyncTestClient(app=app, base_url=LOCAL) as client:
         health = await client.get("/health")
         request = await client.post("/v1/systemone", json=EXAMPLE_REQUEST)
         bad = await client.post("/v1/systemone", json={"model": "jev-latest"})
@@ -104,7 +104,7 @@ async def test_a_slow_backend_is_reported_as_slow_and_still_serves() -> None:
 
     settings = load_settings({"OPENJEV_BACKEND": "fake"})
     app = create_app(settings, replace(build_runtime(settings), backend=_SlowHealth()))
-    async with AsyncTestClient(app=app) as client:
+    async with AsyncTestClient(app=app, base_url=LOCAL) as client:
         for _ in range(100):
             response = await client.get("/health")
             if response.json()["status"] != "starting":

@@ -118,17 +118,23 @@ async def test_bodies_over_the_limit_are_413(server: Any) -> None:
         assert plain.json()["detail"]["error_type"] == "request_too_large"
         bomb = zstd.compress(json.dumps(big).encode())
         assert len(bomb) < 2000
-        zipped = await client.post("/v1/systemone", content=bomb, headers={"content-encoding": "zstd"})
+        zipped = await client.post(
+            "/v1/systemone", content=bomb, headers={"content-type": "application/json", "content-encoding": "zstd"}
+        )
         assert zipped.status_code == 413
         gz = await client.post(
-            "/v1/systemone", content=gzip.compress(json.dumps(big).encode()), headers={"content-encoding": "gzip"}
+            "/v1/systemone",
+            content=gzip.compress(json.dumps(big).encode()),
+            headers={"content-type": "application/json", "content-encoding": "gzip"},
         )
         assert gz.status_code == 413
 
 
 async def test_a_compression_bomb_is_refused_without_inflating_it(client: Client) -> None:
     bomb = zstd.compress(b" " * 500_000_000)  # 500 MB of spaces in a few KB
-    response = await client.post("/v1/systemone", content=bomb, headers={"content-encoding": "zstd"})
+    response = await client.post(
+        "/v1/systemone", content=bomb, headers={"content-type": "application/json", "content-encoding": "zstd"}
+    )
     assert response.status_code == 413
 
 
@@ -136,22 +142,36 @@ async def test_a_compression_bomb_is_refused_without_inflating_it(client: Client
 async def test_compressed_bodies_are_accepted(client: Client, encoding: str) -> None:
     raw = json.dumps(EXAMPLE_REQUEST).encode()
     packed = zstd.compress(raw) if encoding == "zstd" else gzip.compress(raw)
-    plain = (await client.post("/v1/systemone", content=raw)).json()
-    packed_response = await client.post("/v1/systemone", content=packed, headers={"content-encoding": encoding})
+    plain = (await client.post("/v1/systemone", content=raw, headers={"content-type": "application/json"})).json()
+    packed_response = await client.post(
+        "/v1/systemone", content=packed, headers={"content-type": "application/json", "content-encoding": encoding}
+    )
     assert packed_response.status_code == 200
     assert packed_response.json()["answers"] == plain["answers"]
 
 
 async def test_bad_encodings_are_4xx(client: Client) -> None:
-    assert (await client.post("/v1/systemone", content=b"abc", headers={"content-encoding": "br"})).status_code == 415
+    assert (
+        await client.post(
+            "/v1/systemone", content=b"abc", headers={"content-type": "application/json", "content-encoding": "br"}
+        )
+    ).status_code == 415
     corrupt = await client.post(
-        "/v1/systemone", content=b"\x28\xb5\x2f\xfdgarbage", headers={"content-encoding": "zstd"}
+        "/v1/systemone",
+        content=b"\x28\xb5\x2f\xfdgarbage",
+        headers={"content-type": "application/json", "content-encoding": "zstd"},
     )
     assert 400 <= corrupt.status_code < 500
     truncated = zlib.compress(b"{}")[:-3]
     assert (
         400
-        <= (await client.post("/v1/systemone", content=truncated, headers={"content-encoding": "gzip"})).status_code
+        <= (
+            await client.post(
+                "/v1/systemone",
+                content=truncated,
+                headers={"content-type": "application/json", "content-encoding": "gzip"},
+            )
+        ).status_code
         < 500
     )
 

@@ -124,3 +124,62 @@ def test_models() -> None:
     check_model("Qwen/Qwen3.6-35B-A3B", frozenset({"Qwen/Qwen3.6-35B-A3B"}))
     with pytest.raises(UnknownModel, match="gpt-4"):
         check_model("gpt-4", frozenset({"Qwen/Qwen3.6-35B-A3B"}))
+
+
+DEEP = "@deep@"
+
+
+def nested(depth: int) -> str:
+    """A marker for a JSON value nested `depth` levels deep (objects and arrays in turn)."""
+    return f"{DEEP}{depth}"
+
+
+def with_deep_values(payload: Any) -> bytes:
+    """`payload` as JSON, each marker replaced by its deep value (written as text: encoders recurse)."""
+    text = json.dumps(payload)
+    for depth in (64, 70, 300):
+        deep = '"leaf"'
+        for level in range(depth):
+            deep = f"[{deep}]" if level % 2 else f'{{"k": {deep}}}'
+        text = text.replace(f'"{nested(depth)}"', deep)
+    return text.encode()
+
+
+@pytest.mark.parametrize(
+    ("questions", "state", "loc"),
+    [
+        ({"q": {"type": "noul"}}, nested(300), ("body", "state")),
+        ({"q": {"type": "noul", "instructions": nested(300)}}, "s", ("body", "questions", "q", "instructions")),
+        (
+            {"q": {"type": "noul", "criteria": {"false": nested(70)}}},
+            "s",
+            ("body", "questions", "q", "criteria", "false"),
+        ),
+        (
+            {"c": {"type": "choice", "criteria": {"a": None, "b": nested(300)}}},
+            "s",
+            ("body", "questions", "c", "criteria", "b"),
+        ),
+        ({"s": {"type": "score", "criteria": ["x", nested(300)]}}, "s", ("body", "questions", "s", "criteria", 1)),
+    ],
+)
+def test_deep_nesting_is_a_422_naming_where(questions: Any, state: Any, loc: tuple[Any, ...]) -> None:
+    raw = with_deep_values({"model": "jev-latest", "state": state, "questions": questions})
+    assert issue_of(raw) == (loc, "JSON nested deeper than 64 levels", "json_too_deep")
+
+
+def test_nesting_up_to_the_limit_is_accepted() -> None:
+    raw = with_deep_values({"model": "jev-latest", "state": nested(64), "questions": {"q": {"type": "noul"}}})
+    validate_request(decode_request(raw), Limits())
+
+
+def test_a_malformed_body_is_described_once() -> None:
+    loc, msg, _ = issue_of(b'{"model": "jev-latest", oops}')
+    assert loc == ("body",) and msg.count("JSON is malformed") == 1
+
+
+def test_a_key_that_cannot_be_found_again_is_never_a_literal_ellipsis() -> None:
+    # Duplicate keys: msgspec fails on the first "q", a plain decode keeps the second (valid) one.
+    raw = b'{"model": "jev-latest", "state": "s", "questions": {"q": {"type": "nope"}, "q": {"type": "noul"}}}'
+    loc, _, _ = issue_of(raw)
+    assert "..." not in loc and loc[:2] == ("body", "questions")

@@ -20,6 +20,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
 SKY = "The sky this afternoon is perfectly clear and deep blue, without a single cloud."
 
+LOCAL = "http://127.0.0.1"  # the app answers loopback Host headers only when it listens on loopback
+
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def client() -> AsyncIterator[AsyncTestClient[Litestar]]:
@@ -28,7 +30,7 @@ async def client() -> AsyncIterator[AsyncTestClient[Litestar]]:
             {"OPENJEV_LOG_LEVEL": "warning", "OPENJEV_MODEL": "smollm2-135m"}, parallel_slots=2, slot_context=2048
         )
     )
-    async with AsyncTestClient(app=app, timeout=120) as client:
+    async with AsyncTestClient(app=app, timeout=120, base_url=LOCAL) as client:
         for _ in range(600):
             if (await client.get("/health")).status_code == 200:
                 break

@@ -49,9 +49,7 @@ CORPUS = [
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def backend() -> AsyncIterator[EmbeddedBackend]:
-    engine = EmbeddedBackend(
-        EngineConfig.create(smollm2_path(), threads=None, parallel_slots=1, slot_context=1024)
-    )
+    engine = EmbeddedBackend(EngineConfig.create(smollm2_path(), threads=None, parallel_slots=1, slot_context=1024))
     await engine.start()
     yield engine
     await engine.close()

@@ -59,12 +59,15 @@ class HFCodec:
     def render(self, messages: Sequence[ChatMessage]) -> str:
         return render_chat_template(self._template, messages, bos_token=self._bos, eos_token=self._eos)
 
+    # `encode_batch` of one text gives the ids `encode` gives, but releases the GIL while it works:
+    # `encode` holds it, and a 2 MB state then starves the event loop for seconds even in a thread.
+
     def encode_template(self, text: str) -> list[int]:
-        ids: list[int] = self._tokenizer.encode(text, add_special_tokens=False).ids
+        ids: list[int] = self._tokenizer.encode_batch([text], add_special_tokens=False)[0].ids
         return ids
 
     def encode_caller_text(self, text: str) -> list[int]:
-        ids: list[int] = self._plain.encode(text, add_special_tokens=False).ids
+        ids: list[int] = self._plain.encode_batch([text], add_special_tokens=False)[0].ids
         return ids
 
     def decode(self, token_ids: Sequence[int]) -> str:

@@ -25,7 +25,9 @@ def decode_request(body: bytes) -> SystemOneRequest:
     except msgspec.ValidationError as exc:
         raise InvalidRequest([_issue(exc, body)]) from None
     except msgspec.DecodeError as exc:
-        raise InvalidRequest.one(("body",), f"JSON is malformed: {exc}", "json_invalid") from None
+        text = str(exc)
+        message = text if text.startswith("JSON is malformed") else f"JSON is malformed: {text}"
+        raise InvalidRequest.one(("body",), message, "json_invalid") from None
     except RecursionError:
         raise InvalidRequest.one(("body",), "JSON is nested too deeply", "json_invalid") from None
 
@@ -44,6 +46,8 @@ def _issue(exc: msgspec.ValidationError, body: bytes) -> Issue:
     message, segments = explain_validation_error(exc)
     if "..." in segments:
         segments = _resolve_keys(segments, body)
+    if "..." in segments:  # a key that could not be found again: name the object that holds it
+        segments = segments[: segments.index("...")]
     return Issue(loc=("body", *segments), msg=message, type=_error_type(message))
 
 

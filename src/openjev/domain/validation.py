@@ -5,14 +5,16 @@ See docs/spec.md#the-request and docs/spec.md#limits-and-errors.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
+from typing import Any
 
 from openjev.domain.errors import InvalidRequest, Issue, UnknownModel
 from openjev.domain.limits import Limits
 from openjev.domain.prompt import PromptPlan
-from openjev.domain.wire import ChoiceQuestion, ScoreQuestion, SystemOneRequest
+from openjev.domain.wire import ChoiceQuestion, NoulQuestion, ScoreQuestion, SystemOneRequest
 
 JEV_ALIAS = "jev-latest"
+MAX_JSON_DEPTH = 64  # nesting of a JSON text value (state, instructions, descriptions); a flat object is 1
 
 
 def validate_request(request: SystemOneRequest, limits: Limits) -> None:
@@ -31,6 +33,7 @@ def validate_request(request: SystemOneRequest, limits: Limits) -> None:
                 "too_many_questions" if count else "too_few_questions",
             )
         )
+    issues += _too_deep(request)
     for qid, question in request.questions.items():
         if qid == "":
             issues.append(Issue(("body", "questions", qid), "question ids must be non-empty strings", "value_error"))
@@ -47,6 +50,49 @@ def validate_request(request: SystemOneRequest, limits: Limits) -> None:
                 )
     if issues:
         raise InvalidRequest(issues)
+
+
+def _too_deep(request: SystemOneRequest) -> list[Issue]:
+    """Text values nested deeper than MAX_JSON_DEPTH: refused here, before the prompt builder recurses."""
+    values: list[tuple[tuple[str | int, ...], Any]] = [(("body", "state"), request.state)]
+    for qid, question in request.questions.items():
+        here: tuple[str | int, ...] = ("body", "questions", qid)
+        values.append(((*here, "instructions"), question.instructions))
+        if isinstance(question, NoulQuestion) and question.criteria is not None:
+            values += [((*here, "criteria", "true"), question.criteria.true)]
+            values += [((*here, "criteria", "false"), question.criteria.false)]
+        elif isinstance(question, ChoiceQuestion):
+            values += [((*here, "criteria", name), text) for name, text in question.criteria.items()]
+        elif isinstance(question, ScoreQuestion):
+            values += [((*here, "criteria", i), text) for i, text in enumerate(question.criteria)]
+    return [
+        Issue(loc, f"JSON nested deeper than {MAX_JSON_DEPTH} levels", "json_too_deep")
+        for loc, value in values
+        if json_depth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH
+    ]
+
+
+def json_depth(value: Any, stop_after: int) -> int:
+    """How deeply `value` nests lists and objects (0 for a scalar), counted without recursion.
+
+    Stops counting once past `stop_after`.
+    """
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children: Iterable[Any]
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > stop_after:
+            return deepest
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def check_model(model: str, accepted: Collection[str]) -> None:

@@ -16,7 +16,8 @@ from openjev.domain.errors import OpenJevError
 from openjev.http import openapi_docs, routes
 from openjev.http.errors import http_exception_response, internal_error_response, openjev_error_response
 from openjev.http.lifecycle import AppState, ServiceLifecycle
-from openjev.http.request_context import RequestContextMiddleware, add_request_id
+from openjev.http.request_context import RequestContextMiddleware, add_request_id, loopback_host_check
+from openjev.listen import is_loopback
 from openjev.logs import configure_logging
 from openjev.runtime import Runtime
 from openjev.settings import Settings, load_settings
@@ -56,7 +57,7 @@ def create_app(
         ],
         state=AppState({"service": service}),
         lifespan=[lifespan],
-        middleware=[RequestContextMiddleware],
+        middleware=[RequestContextMiddleware, *([loopback_host_check] if is_loopback(settings.host) else [])],
         before_send=[add_request_id],
         exception_handlers={
             OpenJevError: openjev_error_response,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -31,6 +32,26 @@ class BadEncoding(OpenJevError):
     error_type = "unsupported_content_encoding"
 
 
+class UnsupportedMediaType(OpenJevError):
+    error_type = "unsupported_media_type"
+
+
+class BadBody(OpenJevError):
+    """The body ended before it was complete (malformed chunked encoding, shorter than Content-Length)."""
+
+    error_type = "bad_request"
+
+
+class BodyTimeout(OpenJevError):
+    error_type = "request_timeout"
+
+
+class InvalidHost(OpenJevError):
+    """A Host header that does not name this loopback server (DNS rebinding)."""
+
+    error_type = "invalid_host"
+
+
 class AuthenticationFailed(OpenJevError):
     error_type = "authentication_error"
 
@@ -46,6 +67,10 @@ STATUS: dict[type[OpenJevError], int] = {
     UnknownModel: 400,
     BodyTooLarge: 413,
     BadEncoding: 415,
+    UnsupportedMediaType: 415,
+    BadBody: 400,
+    BodyTimeout: 408,
+    InvalidHost: 400,
     AuthenticationFailed: 401,
     Overloaded: 529,
     BackendTimeout: 504,
@@ -54,6 +79,20 @@ STATUS: dict[type[OpenJevError], int] = {
     BackendError: 502,
     ClientGone: 499,
 }
+
+
+# What a client is told for backend failures; the full text (URLs, backend output) goes to the log.
+PUBLIC_MESSAGES: dict[type[OpenJevError], str] = {
+    BackendError: "the backend answered wrongly; the server log has the details",
+    BackendUnavailable: "the backend is unavailable; retry shortly (the server log has the details)",
+}
+_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
+
+
+def public_text(text: str, limit: int = 300) -> str:
+    """`text` fit for a client: no URLs, only its first line (no stack text), at most `limit` characters."""
+    first = _URL.sub("<backend>", text.strip().split("\n", 1)[0])
+    return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
 def status_of(exc: OpenJevError) -> int:
@@ -72,12 +111,15 @@ def openjev_error_response(request: Request[Any, Any, Any], exc: OpenJevError) -
         headers["Retry-After"] = "5"
     if isinstance(exc, AuthenticationFailed):
         headers["WWW-Authenticate"] = "Bearer"
+    if isinstance(exc, BodyTimeout):
+        headers["Connection"] = "close"
     body: Any
     if isinstance(exc, InvalidRequest):
         body = {"detail": [msgspec.to_builtins(issue) for issue in exc.issues]}
     else:
-        body = {"detail": {"error_type": exc.error_type, "message": exc.message}}
-    if status >= 500 and status != 503:
+        message = next((m for cls, m in PUBLIC_MESSAGES.items() if isinstance(exc, cls)), None)
+        body = {"detail": {"error_type": exc.error_type, "message": message or public_text(exc.message)}}
+    if status >= 500 and (status != 503 or isinstance(exc, BackendUnavailable)):
         log.warning("request_failed", status=status, error_type=exc.error_type, error=exc.message)
     return Response(content=body, status_code=status, headers=headers)
 

@@ -19,6 +19,7 @@ from openjev.domain.errors import NotReady, StartupError
 from openjev.domain.ports import BackendHealth
 from openjev.evaluation import Evaluator
 from openjev.http.admission import Admission
+from openjev.http.errors import public_text
 from openjev.http.schemas import HealthReport
 from openjev.logs import get_logger
 from openjev.runtime import Runtime
@@ -69,16 +70,26 @@ class ServiceLifecycle:
 
     def require_ready(self) -> Evaluator:
         if self.evaluator is None:
-            raise NotReady(f"the server is {self.phase.value}: {self.detail}")
+            raise NotReady(f"the server is {self.phase.value}: {self.public_detail}")
         return self.evaluator
 
+    @property
+    def public_detail(self) -> str:
+        """What clients are told about start-up: a failure's text (URLs, backend output) stays in the log."""
+        if self.phase is Phase.FAILED:
+            return "start-up failed; the server log has the reason"
+        return public_text(self.detail)
+
     async def health(self) -> HealthReport:
-        backend = BackendHealth(ok=False, detail=self.detail)
+        backend = BackendHealth(ok=False, detail=self.public_detail)
         if self.phase is Phase.READY:
             try:
                 backend = await asyncio.wait_for(self.runtime.backend.health(), HEALTH_TIMEOUT_SECONDS)
             except Exception as exc:  # noqa: BLE001 - any failure of the probe means "unhealthy"
-                backend = BackendHealth(ok=False, detail=f"health check failed: {exc}")
+                log.warning("health_check_failed", error=repr(exc))
+                backend = BackendHealth(ok=False, detail="the health check failed; the server log has the details")
+            if not backend.ok:
+                backend = BackendHealth(ok=False, slow=backend.slow, detail=public_text(backend.detail))
         status = self.phase.value if self.phase is not Phase.READY or backend.ok else "backend_unavailable"
         return HealthReport(
             status=status,

@@ -15,6 +15,8 @@ from litestar.datastructures import MutableScopeHeaders
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
+from openjev.http.errors import InvalidHost
+from openjev.listen import is_loopback
 from openjev.logs import get_logger
 
 REQUEST_ID_HEADER = "x-typesafe-request-id"
@@ -61,3 +63,31 @@ class RequestContextMiddleware:
                     status=status["code"],
                     duration_ms=round((time.perf_counter() - started) * 1000, 2),
                 )
+
+
+def loopback_host_check(app: ASGIApp) -> ASGIApp:
+    """Refuse a Host header that does not name a loopback address (a DNS-rebinding page's requests).
+
+    Installed when the server listens on loopback only: such a server is reachable from this
+    machine's browsers, and a page whose host name resolves to 127.0.0.1 must not drive it.
+    """
+
+    async def check(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == ScopeType.HTTP:
+            host = next((v for k, v in scope["headers"] if k == b"host"), None)
+            if host is not None and not is_loopback(_host_name(host.decode("latin-1"))):
+                raise InvalidHost(
+                    f"Host {host.decode('latin-1')!r} is not accepted: this server listens on loopback and "
+                    "answers requests addressed to localhost or a loopback address only (DNS-rebinding "
+                    "protection); listen on another address (OPENJEV_HOST) to serve other names"
+                )
+        await app(scope, receive, send)
+
+    return check
+
+
+def _host_name(host: str) -> str:
+    """The name in a Host header value: `[::1]:8000` -> `::1`, `localhost:8000` -> `localhost`."""
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    return host.rpartition(":")[0] if host.count(":") == 1 else host

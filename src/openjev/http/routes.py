@@ -23,7 +23,7 @@ from openjev.domain.validation import JEV_ALIAS
 from openjev.domain.wire import SystemOneResponse
 from openjev.evaluation import Evaluation, parse_request
 from openjev.http.body import read_body
-from openjev.http.errors import AuthenticationFailed, ClientGone
+from openjev.http.errors import AuthenticationFailed, ClientGone, UnsupportedMediaType
 from openjev.http.lifecycle import AppState, Phase
 from openjev.http.openapi_docs import SYSTEM_ONE_HEADERS, SYSTEM_ONE_RESPONSES, SystemOneOperation
 from openjev.http.schemas import (
@@ -42,11 +42,15 @@ LARGE_BODY_BYTES = 64 * 1024  # above this, tokenizing goes to a thread so other
 def bearer_guard(expected: str | None) -> Guard:
     """Bearer auth when a key is configured; an Authorization header is ignored when none is."""
 
+    wanted = None if expected is None else expected.strip().encode()
+
     def require_key(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-        if expected is None:
+        if wanted is None:
             return
-        scheme, _sep, token = connection.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), expected.encode()):
+        # The raw header bytes, compared with the key's UTF-8 bytes: a non-ASCII key works as UTF-8.
+        raw = next((v for k, v in connection.scope["headers"] if k.lower() == b"authorization"), b"")
+        scheme, _sep, token = raw.partition(b" ")
+        if scheme.lower() != b"bearer" or not hmac.compare_digest(token.strip(), wanted):
             raise AuthenticationFailed("a valid bearer key is required: send `Authorization: Bearer <key>`")
 
     return require_key
@@ -64,23 +68,39 @@ def bearer_guard(expected: str | None) -> Guard:
 async def system_one(request: Request[None, None, State], state: AppState) -> Response[SystemOneResponse]:
     """Answer each question with a probability distribution read from the model's first answer token."""
     service = state.service
+    require_json(request.headers.get("content-type"))
     body = await read_body(
-        request.stream(),
+        request.receive,
         request.headers.get("content-encoding"),
         request.headers.get("content-length"),
         service.limits.max_body_bytes,
+        within=service.settings.body_timeout,
+        min_rate=service.settings.body_min_rate,
     )
     started = time.perf_counter()
     parsed = parse_request(body, service.limits, service.accepted_models)
     evaluator = service.require_ready()
-    if len(body) > LARGE_BODY_BYTES:
-        prepared = await asyncio.to_thread(evaluator.prepare, parsed)
-    else:
-        prepared = evaluator.prepare(parsed)
-    prepare_seconds = time.perf_counter() - started
+    # Preparation (tokenizing) is admitted too: a burst of large requests gets 529, not a queue.
     with service.admission.slot():
+        if len(body) > LARGE_BODY_BYTES:
+            prepared = await asyncio.to_thread(evaluator.prepare, parsed)
+        else:
+            prepared = evaluator.prepare(parsed)
+        prepare_seconds = time.perf_counter() - started
         evaluation = await _unless_disconnected(request.receive, evaluator.evaluate(prepared))
     return Response(content=evaluation.response, headers=_headers(evaluation, prepare_seconds))
+
+
+def require_json(content_type: str | None) -> None:
+    """Only JSON bodies: a web page cannot send one without a CORS preflight (no "simple" request)."""
+    media_type = (content_type or "").partition(";")[0].strip().lower()
+    if media_type != "application/json" and not (
+        media_type.startswith("application/") and media_type.endswith("+json")
+    ):
+        raise UnsupportedMediaType(
+            f"the request body must be JSON: send the header `Content-Type: application/json` "
+            f"(got {f'{content_type!r}' if content_type else 'no Content-Type'})"
+        )
 
 
 async def _unless_disconnected(receive: Receive, work: Coroutine[Any, Any, Evaluation]) -> Evaluation:

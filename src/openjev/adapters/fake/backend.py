@@ -4,6 +4,10 @@ Label log-probabilities are a hash of the token ids it receives and the label id
 model never sees (a question id, the other questions, their order) cannot change an answer. It
 reports prompt and cached tokens the way a radix cache would: the longest prefix it has already
 seen, capped one short of the prompt.
+
+Its memory is bounded (the prompts it remembers, by count and by bytes; the call log only when
+asked for, as tests do) and the prefix comparison of a long prompt runs in a worker thread, so a
+demo server with large requests neither grows nor stalls its event loop.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import struct
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -19,6 +24,8 @@ from openjev.domain.errors import BackendError
 from openjev.domain.ports import BackendHealth, CallUsage, LabelScores
 
 _MAX_REMEMBERED = 256
+MAX_REMEMBERED_BYTES = 32 * 1024 * 1024  # 4 bytes a token: at most 8M remembered tokens
+OFF_LOOP_TOKENS = 16_384  # longer prompts are compared with the remembered ones in a worker thread
 FAKE_VOCAB_SIZE = 262_144  # larger than any tokenizer the fake runs with; ids beyond it do not exist
 
 
@@ -30,13 +37,18 @@ class FakeBackend:
         fail_after: int | None = None,
         swap_labels: bool = False,
         context: int | None = None,
+        record_calls: bool = True,
     ) -> None:
         self.latency = latency
         self.fail_after = fail_after
         self.swap_labels = swap_labels
         self._context = context
         self._seen: OrderedDict[bytes, None] = OrderedDict()
+        self._seen_bytes = 0
+        self._lock = threading.Lock()
+        self.record_calls = record_calls  # tests read `calls`; a server does not keep them
         self.calls: list[tuple[str, str, tuple[int, ...], tuple[int, ...]]] = []  # (kind, id, tokens, labels)
+        self.call_count = 0
         self.aborted: list[str] = []
         self.in_flight: set[str] = set()
         self.started = False
@@ -56,7 +68,7 @@ class FakeBackend:
     async def warm(self, call_id: str, token_ids: Sequence[int]) -> CallUsage:
         await self._enter("warm", call_id, token_ids, ())
         try:
-            return self._usage(token_ids)
+            return await self._usage_of(token_ids)
         finally:
             self.in_flight.discard(call_id)
 
@@ -69,7 +81,7 @@ class FakeBackend:
             logprobs = [label_logprob(token_ids, label) for label in label_ids]
             if self.swap_labels:
                 logprobs.reverse()
-            return LabelScores(logprobs=tuple(logprobs), usage=self._usage(token_ids))
+            return LabelScores(logprobs=tuple(logprobs), usage=await self._usage_of(token_ids))
         finally:
             self.in_flight.discard(call_id)
 
@@ -77,7 +89,9 @@ class FakeBackend:
         self.aborted.extend(call_ids)
 
     async def _enter(self, kind: str, call_id: str, token_ids: Sequence[int], label_ids: Sequence[int]) -> None:
-        self.calls.append((kind, call_id, tuple(token_ids), tuple(label_ids)))
+        self.call_count += 1
+        if self.record_calls:
+            self.calls.append((kind, call_id, tuple(token_ids), tuple(label_ids)))
         self.in_flight.add(call_id)
         if self.latency:
             try:
@@ -85,18 +99,33 @@ class FakeBackend:
             except asyncio.CancelledError:
                 self.in_flight.discard(call_id)
                 raise
-        if self.fail_after is not None and len(self.calls) > self.fail_after:
+        if self.fail_after is not None and self.call_count > self.fail_after:
             self.in_flight.discard(call_id)
             raise BackendError(f"fake backend failure injected after {self.fail_after} calls")
 
+    async def _usage_of(self, token_ids: Sequence[int]) -> CallUsage:
+        if len(token_ids) > OFF_LOOP_TOKENS:
+            return await asyncio.to_thread(self._usage, token_ids)
+        return self._usage(token_ids)
+
     def _usage(self, token_ids: Sequence[int]) -> CallUsage:
         data = _pack(token_ids)  # 4 bytes a token: the common prefix is compared at memcmp speed
-        cached = max((common_prefix_length(data, seen) for seen in self._seen), default=0) // 4
-        self._seen[data] = None
-        self._seen.move_to_end(data)
-        if len(self._seen) > _MAX_REMEMBERED:
-            self._seen.popitem(last=False)
+        with self._lock:
+            cached = max((common_prefix_length(data, seen) for seen in self._seen), default=0) // 4
+            if data not in self._seen:
+                self._seen_bytes += len(data)
+            self._seen[data] = None
+            self._seen.move_to_end(data)
+            while len(self._seen) > _MAX_REMEMBERED or (
+                self._seen_bytes > MAX_REMEMBERED_BYTES and len(self._seen) > 1
+            ):
+                forgotten, _ = self._seen.popitem(last=False)
+                self._seen_bytes -= len(forgotten)
         return CallUsage(prompt_tokens=len(token_ids), cached_tokens=min(cached, max(len(token_ids) - 1, 0)))
+
+    @property
+    def remembered_bytes(self) -> int:
+        return self._seen_bytes
 
 
 def label_logprob(token_ids: Sequence[int], label: int) -> float:

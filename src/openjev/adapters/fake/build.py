@@ -26,6 +26,7 @@ def build_runtime(settings: Settings) -> Runtime:
             fail_after=settings.fake_fail_after,
             swap_labels=settings.fake_swap_labels,
             context=settings.context_length,
+            record_calls=False,  # a server must not keep every call's tokens
         ),
         load_codec=load_codec,
         public_model=public,
