@@ -54,6 +54,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     host: str = "127.0.0.1"
     port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 8000
     api_key: str | None = None
+    metrics_public: bool = False  # serve GET /metrics without the API key (a scraper on a private network)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     # Admission limits (per API process): `openjev.bootstrap.limits_from` reads them by name.
