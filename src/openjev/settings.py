@@ -41,7 +41,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 
     # Model and backend choice.
     backend: BackendKind = "auto"
-    model: str | None = None  # SGLang: HF id or path (default SGLANG_DEFAULT_MODEL); embedded: a GGUF path.
+    model: str | None = None  # SGLang: HF id or path (default SGLANG_DEFAULT_MODEL); embedded: GGUF path/name/hf:.
     served_model_name: str | None = None  # public model id; default: the model's real name.
     revision: str | None = None
     tokenizer: str | None = None  # local dir with tokenizer.json (+ tokenizer_config.json) or an HF id.
