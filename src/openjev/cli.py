@@ -42,6 +42,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     register_eval(commands)
 
+    from openjev.bulk.cli import register as register_run
+
+    register_run(commands)
+
     args = parser.parse_args(argv)
     try:
         code: int = args.run(args)

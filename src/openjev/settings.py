@@ -43,7 +43,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 
     # Model and backend choice.
     backend: BackendKind = "auto"
-    model: str | None = None  # SGLang: HF id or path (default SGLANG_DEFAULT_MODEL); embedded: a GGUF path.
+    model: str | None = None  # SGLang: HF id or path (default SGLANG_DEFAULT_MODEL); embedded: GGUF path/name/hf:.
     served_model_name: str | None = None  # public model id; default: the model's real name.
     revision: str | None = None
     tokenizer: str | None = None  # local dir with tokenizer.json (+ tokenizer_config.json) or an HF id.
@@ -56,6 +56,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     host: str = "127.0.0.1"
     port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 8000
     api_key: str | None = None
+    metrics_public: bool = False  # serve GET /metrics without the API key (a scraper on a private network)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     # Admission limits (per API process): `openjev.bootstrap.limits_from` reads them by name.

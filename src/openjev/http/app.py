@@ -7,8 +7,10 @@ from contextlib import asynccontextmanager
 
 from litestar import Litestar, Router
 from litestar.exceptions import HTTPException
+from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
+from prometheus_client import CollectorRegistry
 
 import openjev
 from openjev.bootstrap import build_runtime
@@ -16,7 +18,13 @@ from openjev.domain.errors import OpenJevError
 from openjev.http import openapi_docs, routes
 from openjev.http.errors import http_exception_response, internal_error_response, openjev_error_response
 from openjev.http.lifecycle import AppState, ServiceLifecycle
-from openjev.http.request_context import RequestContextMiddleware, add_request_id, loopback_host_check
+from openjev.http.metrics import Metrics
+from openjev.http.request_context import (
+    RequestContextMiddleware,
+    add_request_id,
+    count_responses,
+    loopback_host_check,
+)
 from openjev.listen import is_loopback
 from openjev.logs import configure_logging
 from openjev.runtime import Runtime
@@ -31,7 +39,9 @@ def create_app(
     """An app that answers at once and loads its backend in the background (/health is 503 until ready)."""
     settings = settings or load_settings()
     configure_logging(settings.log_level)
-    service = ServiceLifecycle(settings, runtime or build_runtime(settings), exit_on_failure=exit_on_failure)
+    runtime = runtime or build_runtime(settings)
+    metrics = Metrics(CollectorRegistry(auto_describe=True), backend=runtime.kind)
+    service = ServiceLifecycle(settings, runtime, exit_on_failure=exit_on_failure, metrics=metrics)
 
     @asynccontextmanager
     async def lifespan(_: Litestar) -> AsyncIterator[None]:
@@ -41,24 +51,25 @@ def create_app(
         finally:
             await service.stop()
 
-    protected = Router(
-        "/",
-        route_handlers=[routes.system_one, routes.list_models, routes.limits],
-        guards=[routes.bearer_guard(settings.api_key)],
-    )
+    guarded = [routes.system_one, routes.list_models, routes.limits]
+    open_routes = [routes.health, routes.live]
+    (open_routes if settings.metrics_public else guarded).append(routes.metrics)
+    protected = Router("/", route_handlers=guarded, guards=[routes.bearer_guard(settings.api_key)])
     return Litestar(
         route_handlers=[
             protected,
-            routes.health,
-            routes.live,
+            *open_routes,
             openapi_docs.scalar,
             openapi_docs.swagger,
             openapi_docs.openapi_json,
         ],
         state=AppState({"service": service}),
         lifespan=[lifespan],
-        middleware=[RequestContextMiddleware, *([loopback_host_check] if is_loopback(settings.host) else [])],
-        before_send=[add_request_id],
+        middleware=[
+            DefineMiddleware(RequestContextMiddleware, metrics=metrics),
+            *([loopback_host_check] if is_loopback(settings.host) else []),
+        ],
+        before_send=[add_request_id, count_responses(metrics)],
         exception_handlers={
             OpenJevError: openjev_error_response,
             HTTPException: http_exception_response,

@@ -20,6 +20,7 @@ from openjev.domain.ports import BackendHealth
 from openjev.evaluation import Evaluator
 from openjev.http.admission import Admission
 from openjev.http.errors import public_text
+from openjev.http.metrics import Metrics
 from openjev.http.schemas import HealthReport
 from openjev.logs import get_logger
 from openjev.runtime import Runtime
@@ -45,11 +46,15 @@ def backend_state(phase: Phase, backend: BackendHealth) -> str:
 
 
 class ServiceLifecycle:
-    def __init__(self, settings: Settings, runtime: Runtime, *, exit_on_failure: bool = False) -> None:
+    def __init__(
+        self, settings: Settings, runtime: Runtime, *, exit_on_failure: bool = False, metrics: Metrics | None = None
+    ) -> None:
         self.settings = settings
         self.runtime = runtime
         self.limits = limits_from(settings)
         self.admission = Admission(settings.max_concurrent_requests)
+        self.metrics = metrics if metrics is not None else Metrics(backend=runtime.kind)
+        self.metrics.evaluations_running.set_function(lambda: self.admission.active)
         self.accepted_models = runtime.model_names
         self.phase = Phase.STARTING
         self.detail = "loading the backend"
@@ -91,6 +96,8 @@ class ServiceLifecycle:
             if not backend.ok:
                 backend = BackendHealth(ok=False, slow=backend.slow, detail=public_text(backend.detail))
         status = self.phase.value if self.phase is not Phase.READY or backend.ok else "backend_unavailable"
+        state = backend_state(self.phase, backend)
+        self.metrics.health(state, self.startup_seconds)
         return HealthReport(
             status=status,
             model=self.runtime.public_model,
@@ -99,7 +106,7 @@ class ServiceLifecycle:
             backend_detail=backend.detail,
             startup_seconds=self.startup_seconds,
             uptime_seconds=time.monotonic() - self._created,
-            backend_state=backend_state(self.phase, backend),
+            backend_state=state,
         )
 
     async def _start(self) -> None:

@@ -1,7 +1,9 @@
-"""A fresh request id on every response, and one access-log line per routed request.
+"""A fresh request id on every response, one access-log line per routed request, and the HTTP metrics.
 
 The id is added by a `before_send` hook because Litestar answers 404/405 before any middleware
-runs; the middleware binds the same id into the log context for routed requests.
+runs; the middleware binds the same id into the log context for routed requests. For the same
+reason responses are counted by a `before_send` hook (`count_responses`), which also sees the
+responses that error handlers build, while the middleware marks when a routed request arrived.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ from typing import Any
 import structlog
 from litestar.datastructures import MutableScopeHeaders
 from litestar.enums import ScopeType
-from litestar.types import ASGIApp, Message, Receive, Scope, Send
+from litestar.types import ASGIApp, BeforeMessageSendHookHandler, Message, Receive, Scope, Send
 
 from openjev.http.errors import InvalidHost
+from openjev.http.metrics import Metrics
 from openjev.listen import is_loopback
 from openjev.logs import get_logger
 
@@ -36,9 +39,18 @@ async def add_request_id(message: Message, scope: Scope) -> None:
         MutableScopeHeaders.from_message(message)[REQUEST_ID_HEADER] = request_id_of(scope)
 
 
+def count_responses(metrics: Metrics) -> BeforeMessageSendHookHandler:
+    async def hook(message: Message, scope: Scope) -> None:
+        if message["type"] == "http.response.start":
+            metrics.response_started(scope, message["status"])
+
+    return hook
+
+
 class RequestContextMiddleware:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics | None = None) -> None:
         self.app = app
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != ScopeType.HTTP:
@@ -52,10 +64,14 @@ class RequestContextMiddleware:
                 status["code"] = message["status"]
             await send(message)
 
+        if self.metrics is not None:
+            self.metrics.request_started(scope)
         with structlog.contextvars.bound_contextvars(request_id=request_id_of(scope)):
             try:
                 await self.app(scope, receive, observe)
             finally:
+                if self.metrics is not None:
+                    self.metrics.request_finished()
                 log.info(
                     "request",
                     method=scope.get("method"),

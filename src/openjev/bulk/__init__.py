@@ -1,0 +1,1 @@
+"""`openjev run FILE`: bulk decisions, one request per input row, resumable (docs/operations.md)."""
