@@ -52,32 +52,17 @@ async def test_rotate_asks_a_choice_question_in_every_order_and_combines_them() 
     result = await ev.evaluate(prepared)
     orders = option_orders(3, 10)
     assert [b.order for b in prepared.plan.branches if b.question_id == "c"] == list(orders)
-    assert [b.order for b in prepared.plan.branches if b.question_id == "n"] == [(0, 1), (1, 0)]
-    assert [b.order for b in prepared.plan.branches if b.question_id == "s"] == [()]  # levels keep their order
-    assert [c[0] for c in backend.calls] == ["warm"] + ["score"] * (len(orders) + 3)
+    assert [b.order for b in prepared.plan.branches if b.question_id != "c"] == [(), ()]  # yes/no, score: once
+    assert [c[0] for c in backend.calls] == ["warm"] + ["score"] * (len(orders) + 2)
     usage = result.response.usage
-    assert usage.output_tokens == 1 + len(orders) + 3
+    assert usage.output_tokens == 1 + len(orders) + 2
     assert usage.input_tokens == sum(len(c[2]) for c in backend.calls)
-    assert result.debias_calls == len(orders) + 3 - 3  # three questions, each beyond its first call
+    assert result.debias_calls == len(orders) - 1
     by_order = {
         b.order: c for b, c in zip(prepared.plan.branches, backend.calls[1:], strict=True) if b.question_id == "c"
     }
     expected = [math.exp(x) for x in combine_orders([(o, _logprobs(by_order[o])) for o in orders])]
     assert probabilities(result.response.answers["c"]) == pytest.approx(expected, abs=1e-12)
-
-
-async def test_rotate_offers_a_yes_no_question_both_ways() -> None:
-    backend, ev = await started(debias="rotate")
-    prepared = ev.prepare(request({"n": NOUL}))
-    result = await ev.evaluate(prepared)
-    plain, swapped = prepared.plan.branches
-    assert "Answer with Yes or No." in CODEC.decode(plain.suffix_ids)
-    assert "Answer with No or Yes." in CODEC.decode(swapped.suffix_ids)
-    assert plain.label_ids == (LABELS.yes_id, LABELS.no_id)
-    assert swapped.label_ids == (LABELS.no_id, LABELS.yes_id)
-    answers = [(b.order, _logprobs(c)) for b, c in zip(prepared.plan.branches, backend.calls[1:], strict=True)]
-    expected = math.exp(combine_orders(answers)[0])
-    assert result.response.answers["n"].noul == pytest.approx(expected, abs=1e-12)  # type: ignore[union-attr]
 
 
 async def test_rotated_answers_do_not_depend_on_the_order_the_options_were_sent_in() -> None:
@@ -173,7 +158,7 @@ async def test_the_cap_limits_the_orders() -> None:
     backend, ev = await started(debias="rotate", max_orders=4)
     criteria = {f"o{i}": f"Option {i}" for i in range(8)}
     await ev.evaluate(ev.prepare(request({"c": {"type": "choice", "criteria": criteria}})))
-    assert len(backend.calls) == 1 + 2  # one rotation and its reverse (the largest odd count <= 4 // 2)
+    assert len(backend.calls) == 1 + 2  # 16 orders would exceed the cap: the order sent and its reverse
 
 
 def test_the_prior_cache_is_a_bounded_lru() -> None:

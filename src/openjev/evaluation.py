@@ -134,8 +134,6 @@ class Evaluator:
         def orders(question: Question) -> tuple[tuple[int, ...], ...]:
             if policy.rotate and isinstance(question, ChoiceQuestion):
                 return option_orders(len(question.criteria), policy.max_orders)
-            if policy.rotate and isinstance(question, NoulQuestion):
-                return option_orders(2, policy.max_orders)  # "Yes or No", then "No or Yes"
             return ((),)
 
         plan = build_plan(request.state, request.questions, self._codec, self._labels, orders)

@@ -56,18 +56,11 @@ def test_the_set_of_orders_is_the_same_for_the_reversed_options(n: int) -> None:
     assert set(orders) == set(reversed_sent)
 
 
-def test_the_cap_keeps_evenly_spaced_rotations_closed_under_reversal() -> None:
-    orders = option_orders(64, 10)
-    assert len(orders) == 10
-    assert orders[0] == tuple(range(64))
-    assert [o[0] for o in orders[:5]] == [0, 13, 26, 38, 51]
-    assert orders[5:] == tuple(o[::-1] for o in orders[:5])
-    reversed_sent = {tuple(63 - i for i in o) for o in orders}
-    assert reversed_sent == set(orders)
-
-
-def test_an_even_cap_uses_the_odd_count_below_it() -> None:
-    assert len(option_orders(20, 8)) == 6
+def test_beyond_the_cap_the_order_sent_and_its_reverse() -> None:
+    assert option_orders(64, 10) == (tuple(range(64)), tuple(range(63, -1, -1)))
+    assert option_orders(5, 9) == ((0, 1, 2, 3, 4), (4, 3, 2, 1, 0))
+    assert len(option_orders(5, 10)) == 10
+    assert len(option_orders(32, 64)) == 64
 
 
 def test_no_rotation_below_two_orders() -> None:

@@ -51,7 +51,9 @@ async def test_a_corrupted_default_model_refuses_to_start(cache: Path, tmp_path:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def evaluator(cache: Path) -> AsyncIterator[Evaluator]:
-    settings = load_settings({"OPENJEV_CACHE_DIR": str(cache)}, parallel_slots=2, slot_context=2048)
+    settings = load_settings(
+        {"OPENJEV_CACHE_DIR": str(cache), "OPENJEV_REQUEST_TIMEOUT": "900"}, parallel_slots=2, slot_context=2048
+    )
     async with serving(settings) as started:
         yield started
 

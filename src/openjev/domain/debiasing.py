@@ -9,8 +9,7 @@ whatever the input. Two well-known, cheap corrections undo much of that:
   "content score × position prior", the position prior is the same for every option after the
   average and cancels in the softmax. The orders are the cyclic rotations of the options as sent
   and of their reverse, a set that is the same whichever of those orders the caller sent, so
-  reversing or rotating the options cannot change the answer. A yes/no question is asked twice,
-  offering "Yes or No" and "No or Yes".
+  reversing or rotating the options cannot change the answer.
 - Answer prior (contextual calibration, Zhao et al. 2021, "Calibrate Before Use"): the same question
   is asked about a content-free state ("N/A"); that distribution is what the model answers with no
   evidence, and it is divided out (subtracted in log space) before the answer is normalised.
@@ -52,24 +51,18 @@ def identity(n: int) -> Order:
 def option_orders(n: int, max_orders: int) -> tuple[Order, ...]:
     """The orders to ask a question with `n` options in, the order as sent first.
 
-    Every cyclic rotation of the options and the reverse of each (2n orders; 2 when n = 2, where
-    the two sets coincide). Beyond `max_orders`, an odd number of rotations (at most
-    `max_orders // 2`) spaced evenly and symmetrically around the cycle, and the reverse of each:
-    every option still appears in several positions, though no longer in every one, and the set of
-    orders is still the same whether the caller sent the options forwards or backwards.
+    Every cyclic rotation of the options and the reverse of each: 2n orders (2 when n = 2, where the
+    two sets coincide), in which every option takes every position twice. When 2n is more than
+    `max_orders`, only the order sent and its reverse: each option then sits at positions k and
+    n − 1 − k, which evens out a preference for the first or the last options at the cost of two
+    calls. Either set is the same whichever direction the caller sent the options in.
     """
     if n < 2 or max_orders < 2:
         return (identity(n),)
     forward = identity(n)
-    if n == 2:
+    if n == 2 or 2 * n > max_orders:
         return (forward, forward[::-1])
-    half = max_orders // 2
-    if n <= half:
-        shifts = list(range(n))
-    else:
-        count = half if half % 2 else half - 1
-        shifts = sorted({round(j * n / count) % n for j in range(-(count // 2), count // 2 + 1)})
-    rotations = [_rotate(forward, s) for s in shifts]
+    rotations = [_rotate(forward, s) for s in range(n)]
     return tuple(rotations) + tuple(r[::-1] for r in rotations)
 
 

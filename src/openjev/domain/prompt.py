@@ -118,8 +118,7 @@ def _chat_message(message: dict[str, Any], path: tuple[str | int, ...]) -> ChatM
 def question_text(question: Question, labels: LabelSet, subject: str, order: Sequence[int] = ()) -> str:
     """The user turn for one question: instructions, labelled options, the answer format.
 
-    Choice options are shown in `order` (original indices by position), as sent when it is empty;
-    a yes/no question in order (1, 0) asks for "No or Yes".
+    Choice options are shown in `order` (original indices by position), as sent when it is empty.
     """
     guard = INSTRUCTION_GUARD.format(subject=subject)
     if isinstance(question, NoulQuestion):
@@ -129,8 +128,7 @@ def question_text(question: Question, labels: LabelSet, subject: str, order: Seq
             lines.append(f"{YES} means: {as_text(criteria.true)}")
         if criteria is not None and criteria.false is not None:
             lines.append(f"{NO} means: {as_text(criteria.false)}")
-        first, second = (NO, YES) if tuple(order) == (1, 0) else (YES, NO)
-        lines += ["", f"Answer with {first} or {second}."]
+        lines += ["", f"Answer with {YES} or {NO}."]
         return "\n".join(lines)
     if isinstance(question, ChoiceQuestion):
         described = [as_text(d) if d is not None else name for name, d in question.criteria.items()]
@@ -158,11 +156,9 @@ def _instructions(value: TextValue | None, default: str) -> str:
     return default if value is None else as_text(value)
 
 
-def label_ids_for(question: Question, labels: LabelSet, order: Sequence[int] = ()) -> tuple[int, ...]:
-    """The label ids in position order. A yes/no question's answers are options 0 (yes) and 1 (no),
-    offered as "Yes or No" or, in order (1, 0), "No or Yes"; its labels follow the words offered."""
+def label_ids_for(question: Question, labels: LabelSet) -> tuple[int, ...]:
     if isinstance(question, NoulQuestion):
-        return (labels.no_id, labels.yes_id) if tuple(order) == (1, 0) else (labels.yes_id, labels.no_id)
+        return (labels.yes_id, labels.no_id)
     return labels.token_ids[: option_count(question)]
 
 
@@ -237,7 +233,7 @@ def build_plan(
         Branch(
             question_id=qid,
             suffix_ids=(*codec.encode_caller_text(question_text(q, labels, subject, order)), *tail_ids),
-            label_ids=label_ids_for(q, labels, order),
+            label_ids=label_ids_for(q, labels),
             order=tuple(order),
         )
         for qid, q in questions.items()
