@@ -2,7 +2,9 @@
 
 Depends only on the domain and its ports. Branches run concurrently under a process-wide limit
 on backend calls; the first failure, the deadline or a cancelled caller cancels every sibling and
-asks the backend to abort what is still in flight.
+asks the backend to abort what is still in flight. Bias removal (docs/quality.md) only changes which
+branches run, one per option order and per uncached prior, and how their distributions combine
+(`openjev.domain.debiasing`); backends never know.
 """
 
 from __future__ import annotations
