@@ -16,27 +16,13 @@ from typing import Any
 
 import pytest
 
-from tests.smoke.servers import OPENJEV, clean_env, openjev_server
+from tests.smoke.servers import OPENJEV, clean_env, openjev_server, wait_ready
 
 QUESTIONS = {
     "positive": {"type": "noul", "instructions": "Is the review positive?"},
     "topic": {"type": "choice", "instructions": "Topic?", "criteria": {"food": None, "service": None, "price": None}},
 }
 ROWS = [{"id": f"r{i}", "text": f"Review number {i}: the soup was cold."} for i in range(30)]
-
-
-def wait_ready(url: str) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as reply:
-                if reply.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError):
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError("the fake server did not start")
-        time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -13,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.smoke.servers import OPENJEV, clean_env, openjev_server
+from tests.smoke.servers import OPENJEV, clean_env, openjev_server, wait_ready
 
 TOPICS = {"World": "World news", "Sports": "Sports news", "Business": "Business news", "Tech": None}
 ITEMS: list[dict[str, Any]] = [
@@ -41,17 +40,7 @@ ITEMS: list[dict[str, Any]] = [
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
     with openjev_server("--backend", "fake") as url:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2) as reply:
-                    if reply.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError):
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the fake server did not start")
-            time.sleep(0.1)
+        wait_ready(url)
         yield url
 
 

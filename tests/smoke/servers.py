@@ -6,6 +6,9 @@ import os
 import signal
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -45,3 +48,18 @@ def openjev_server(*args: str, env: Mapping[str, str] | None = None, log: Path |
                 process.wait()
         if log:
             out.close()  # type: ignore[union-attr]
+
+
+def wait_ready(url: str, timeout: float = 30.0) -> None:
+    """Until GET /health answers 200 (the server process listens and its backend is up)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as reply:
+                if reply.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError):
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the server at {url} did not become ready within {timeout:g} s")
+        time.sleep(0.1)
