@@ -1,4 +1,4 @@
-"""openjev on Modal: one B200 per container, SGLang and the API side by side (SPEC §9).
+"""openjev on Modal: one B200 per container, SGLang and the API side by side (docs/modal.md).
 
     uv run modal run modal_app.py       # temporary deployment, smoke check, smoke-result.json, teardown
     uv run modal deploy modal_app.py    # persistent endpoint; `uv run python modal_app.py` prints its URL
@@ -51,7 +51,7 @@ SCALEDOWN_WINDOW = 5 * MINUTES  # idle minutes before a container goes away (sca
 STARTUP_TIMEOUT = 60 * MINUTES  # a first start downloads the weights and compiles kernels
 API_STARTUP_BUDGET = 55 * MINUTES  # openjev's own wait for SGLang, inside Modal's budget above
 EXIT_GRACE_PERIOD = 130  # seconds for in-flight requests on shutdown: the API's 120 s timeout + margin
-TARGET_CONCURRENCY = 12  # requests per container Modal aims for; the API admits 16 (SPEC §5)
+TARGET_CONCURRENCY = 12  # requests per container Modal aims for; the API admits 16 (docs/settings.md)
 
 VOLUME_NAME = "openjev-huggingface"
 CACHE_ROOT = "/cache"  # the Volume, mounted once; every cache below points into it
