@@ -27,7 +27,9 @@ LOCAL = "http://127.0.0.1"  # the app answers loopback Host headers only when it
 async def client() -> AsyncIterator[AsyncTestClient[Litestar]]:
     app = create_app(
         load_settings(
-            {"OPENJEV_LOG_LEVEL": "warning", "OPENJEV_MODEL": "smollm2-135m"}, parallel_slots=2, slot_context=2048
+            {"OPENJEV_LOG_LEVEL": "warning", "OPENJEV_MODEL": "smollm2-135m", "OPENJEV_DEBIAS": "none"},
+            parallel_slots=2,
+            slot_context=2048,
         )
     )
     async with AsyncTestClient(app=app, timeout=120, base_url=LOCAL) as client:
