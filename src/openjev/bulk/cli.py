@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from pathlib import Path
 
 from openjev.bulk.rows import InputError, load_questions, load_rows
 from openjev.bulk.runner import RunOptions, Summary, format_summary, run_rows
-from openjev.client.systemone import DEFAULT_URL
+from openjev.client.arguments import add_server_arguments, api_key, positive_int
 
 INTERRUPTED_EXIT_CODE = 130
 
@@ -32,11 +31,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--id-field", default="id", help="field or column copied to each output line as `id`")
     parser.add_argument("--out", "-o", type=Path, default=None, help="output JSONL (default: FILE.out.jsonl)")
     parser.add_argument("--resume", action="store_true", help="keep the rows --out already answers, send the rest")
-    parser.add_argument("--url", default=DEFAULT_URL, help=f"server base URL (default {DEFAULT_URL})")
-    parser.add_argument("--key", default=None, help="bearer key (default: $OPENJEV_API_KEY when set)")
-    parser.add_argument("--model", default="jev-latest", help="model field of each request (default jev-latest)")
-    parser.add_argument("--concurrency", type=_positive_int, default=4, help="requests in flight (default 4)")
-    parser.add_argument("--retries", type=_positive_int, default=5, help="resends of a 503/529 per row (default 5)")
+    add_server_arguments(parser, concurrency=4)
+    parser.add_argument("--retries", type=positive_int, default=5, help="resends of a 503/529 per row (default 5)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per request (default 300)")
     parser.set_defaults(run=main_from_args)
 
@@ -49,7 +45,7 @@ def main_from_args(args: argparse.Namespace) -> int:
     out: Path = args.out or default_output(args.file)
     options = RunOptions(
         url=args.url,
-        key=args.key if args.key is not None else os.environ.get("OPENJEV_API_KEY") or None,
+        key=api_key(args),
         model=args.model,
         concurrency=args.concurrency,
         retries=args.retries,
@@ -70,10 +66,3 @@ def main_from_args(args: argparse.Namespace) -> int:
         return INTERRUPTED_EXIT_CODE
     print(format_summary(summary, out))
     return 1 if summary.failed else 0
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value

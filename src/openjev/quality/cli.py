@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from pathlib import Path
 
 import msgspec
 
-from openjev.client.systemone import DEFAULT_URL
+from openjev.client.arguments import add_server_arguments, api_key, positive_int
 from openjev.quality.dataset import DatasetError
 from openjev.quality.runner import EvalOptions, format_report, run_eval
 
@@ -28,10 +27,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     parser.add_argument("files", nargs="+", type=Path, metavar="FILE.jsonl")
-    parser.add_argument("--url", default=DEFAULT_URL, help=f"server base URL (default {DEFAULT_URL})")
-    parser.add_argument("--key", default=None, help="bearer key (default: $OPENJEV_API_KEY when set)")
-    parser.add_argument("--model", default="jev-latest", help="model field of each request (default jev-latest)")
-    parser.add_argument("--concurrency", type=_positive_int, default=2, help="requests in flight (default 2)")
+    add_server_arguments(parser, concurrency=2)
     parser.add_argument(
         "--reverse", action="store_true", help="ask every choice question again with its options reversed"
     )
@@ -43,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--debias", choices=DEBIAS_CHOICES, default=None, help="send x_debias with every request (default: server's)"
     )
-    parser.add_argument("--limit", type=_positive_int, default=None, help="only the first N items of each file")
+    parser.add_argument("--limit", type=positive_int, default=None, help="only the first N items of each file")
     parser.add_argument("--out", type=Path, default=None, help="also write the full report as JSON here")
     parser.set_defaults(run=main_from_args)
 
@@ -51,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def main_from_args(args: argparse.Namespace) -> int:
     options = EvalOptions(
         url=args.url,
-        key=args.key if args.key is not None else os.environ.get("OPENJEV_API_KEY") or None,
+        key=api_key(args),
         model=args.model,
         concurrency=args.concurrency,
         reverse=args.reverse,
@@ -68,10 +64,3 @@ def main_from_args(args: argparse.Namespace) -> int:
     if args.out is not None:
         args.out.write_bytes(msgspec.json.format(msgspec.json.encode(report)) + b"\n")
     return 1 if any(f.failures for f in report.files) else 0
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
