@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import msgspec
 
+from openjev.domain.scoring_math import softmax
+
 ECE_BINS = 10
 _FLOOR = 1e-300  # log(0) guard: a probability the server rounded to 0 still has a finite log-loss
 _TEMPERATURE_RANGE = (0.01, 100.0)
@@ -44,16 +46,16 @@ class ReliabilityBin(msgspec.Struct, frozen=True):
 
 
 def accuracy(predictions: Sequence[Prediction]) -> float:
-    return _mean([1.0 if p.correct else 0.0 for p in predictions])
+    return mean([1.0 if p.correct else 0.0 for p in predictions])
 
 
 def mean_confidence(predictions: Sequence[Prediction]) -> float:
-    return _mean([p.confidence for p in predictions])
+    return mean([p.confidence for p in predictions])
 
 
 def brier_score(predictions: Sequence[Prediction]) -> float:
     """Mean over items of Σ_k (p_k − y_k)², y one-hot on the gold answer (0 is perfect, 2 the worst)."""
-    return _mean([_squared_error(p) for p in predictions])
+    return mean([_squared_error(p) for p in predictions])
 
 
 def _squared_error(prediction: Prediction) -> float:
@@ -90,17 +92,14 @@ def expected_calibration_error(predictions: Sequence[Prediction], bins: int = EC
 
 
 def tempered(prediction: Prediction, temperature: float) -> Prediction:
-    """The prediction with its log-probabilities divided by `temperature` and renormalised."""
-    logs = [math.log(max(q, _FLOOR)) / temperature for q in prediction.probabilities]
-    top = max(logs)
-    weights = [math.exp(x - top) for x in logs]
-    total = math.fsum(weights)
-    return Prediction(probabilities=tuple(w / total for w in weights), gold=prediction.gold)
+    """The prediction with its log-probabilities divided by `temperature` and renormalised (the server's softmax)."""
+    logs = [math.log(max(q, _FLOOR)) for q in prediction.probabilities]
+    return Prediction(probabilities=tuple(softmax(logs, temperature)), gold=prediction.gold)
 
 
 def negative_log_likelihood(predictions: Sequence[Prediction], temperature: float = 1.0) -> float:
     """Mean −log p(gold) after tempering."""
-    return _mean([-math.log(max(tempered(p, temperature).probabilities[p.gold], _FLOOR)) for p in predictions])
+    return mean([-math.log(max(tempered(p, temperature).probabilities[p.gold], _FLOOR)) for p in predictions])
 
 
 def fit_temperature(predictions: Sequence[Prediction], iterations: int = 100) -> float:
@@ -143,5 +142,6 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[lower] + (ordered[upper] - ordered[lower]) * (rank - lower)
 
 
-def _mean(values: Sequence[float]) -> float:
+def mean(values: Sequence[float]) -> float:
+    """The mean, NaN (never 0) for no values."""
     return math.fsum(values) / len(values) if values else math.nan

@@ -23,6 +23,7 @@ from openjev.quality.metrics import (
     brier_score,
     expected_calibration_error,
     fit_temperature,
+    mean,
     mean_confidence,
     negative_log_likelihood,
     percentile,
@@ -180,8 +181,8 @@ def summarize(name: str, outcomes: Sequence[Outcome], elapsed: float, options: E
         latency_p50=percentile(latencies, 50),
         latency_p90=percentile(latencies, 90),
         items_per_second=len(predictions) / elapsed if elapsed > 0 else math.nan,
-        input_tokens_per_item=_mean([o.input_tokens for o in answered if o.input_tokens is not None]),
-        calls_per_item=_mean([o.calls for o in answered if o.calls is not None]),
+        input_tokens_per_item=mean([o.input_tokens for o in answered if o.input_tokens is not None]),
+        calls_per_item=mean([o.calls for o in answered if o.calls is not None]),
         debias=options.debias,
     )
     pairs = [(o.prediction, o.reversed) for o in answered if o.prediction is not None and o.reversed is not None]
@@ -189,7 +190,7 @@ def summarize(name: str, outcomes: Sequence[Outcome], elapsed: float, options: E
         report.reversed = ReverseReport(
             items=len(pairs),
             accuracy=accuracy([r for _, r in pairs]),
-            stable=_mean([1.0 if f.top == r.top else 0.0 for f, r in pairs]),
+            stable=mean([1.0 if f.top == r.top else 0.0 for f, r in pairs]),
         )
     if options.fit_temperature and predictions:
         t = fit_temperature(predictions)
@@ -244,7 +245,3 @@ def format_report(report: EvalReport) -> str:
 
 def _pct(x: float | None) -> str:
     return "   n/a" if x is None or math.isnan(x) else f"{100 * x:5.1f}%"
-
-
-def _mean(values: Sequence[float]) -> float:
-    return math.fsum(values) / len(values) if values else math.nan
