@@ -19,7 +19,7 @@ from openjev.domain.ports import ChatMessage, PromptCodec
 
 ANSWER_OPENING = "Answer:"
 YES, NO = "Yes", "No"
-_PROBE_QUESTION = "Which option fits best?\n\nAnswer with the letter of the one best option."
+_PROBE_QUESTION = "Question: Which option fits best?\nA) One\nB) Two\nAnswer with the letter of the best option."
 
 
 def candidate_labels() -> Iterator[str]:
