@@ -1,0 +1,375 @@
+"""What the API process adds per request: `openjev serve` against a zero-latency SGLang, next to a bare client.
+
+Run: `uv run python benchmarks/bench_api_overhead.py [--seconds S] [--concurrency 1 8]`
+(needs the Qwen3 tokenizer of scripts/fetch-test-assets).
+
+Starts the in-repo SGLang emulator (`tests/sglang_emulator.py`, a subprocess, no latency: it answers
+as soon as it has hashed the ids) and the real `openjev serve --connect` against it, with the Qwen3
+tokenizer and an API key (so the key guard runs). Then, for each concurrency, two scenarios of a
+fixed duration each, every request with a fresh state (a ticket number in the user turn):
+
+- `openjev`: the three-question example request (`EXAMPLE_REQUEST`) posted to /v1/systemone;
+- `bare`: an aiohttp client making the same four `/generate` calls directly to the emulator (the
+  warm-up on the prefix, then the three branches at once), with the bodies openjev sends: built
+  here with openjev's own prompt plan and checked against what the emulator recorded from openjev.
+
+It prints p50/p90 latency and requests per second for both, the ratios against the targets of
+issue 11 (p50 ≤ 1.5× and throughput ≥ 0.67× the bare client's), and the API worker's CPU time per
+request (from /proc: Granian's worker process, the server's only child). Every process shares the
+machine's cores, the load generator included, so the figures are for this machine and this run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import msgspec
+import uvloop
+
+from openjev.adapters.hf_codec import HFCodec
+from openjev.bootstrap import limits_from
+from openjev.domain.labels import LabelSet, verify_labels
+from openjev.domain.prompt import build_plan
+from openjev.evaluation import parse_request
+from openjev.http.openapi_docs import EXAMPLE_REQUEST
+from openjev.settings import Settings, load_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+EMULATOR = ROOT / "tests" / "sglang_emulator.py"
+TOKENIZER = ROOT / ".cache" / "test-assets" / "qwen3"
+OPENJEV = Path(sys.executable).with_name("openjev")
+API_KEY = "bench-api-key"
+P50_TARGET = 1.5  # openjev p50 / bare p50, at most
+THROUGHPUT_TARGET = 0.67  # openjev requests/s ÷ bare requests/s, at least
+BARE_POOL = 500  # distinct pre-built bodies the bare client cycles through
+
+
+def request_body(ticket: int) -> dict[str, Any]:
+    """The spec example with this ticket number in the user turn: a state no earlier request had."""
+    state = [dict(message) for message in EXAMPLE_REQUEST["state"]]
+    state[-1]["content"] = f"{state[-1]['content']} (ticket {ticket})"
+    return {**EXAMPLE_REQUEST, "state": state}
+
+
+@dataclass(frozen=True)
+class Calls:
+    """The four /generate bodies openjev sends for one request, without their rids."""
+
+    warm: dict[str, Any]
+    scores: tuple[dict[str, Any], ...]
+
+
+def planned_calls(ticket: int, codec: HFCodec, settings: Settings, labels: LabelSet) -> Calls:
+    """The bodies openjev's SGLang adapter builds for this request (see adapters/sglang/backend.py)."""
+    request = parse_request(json.dumps(request_body(ticket)).encode(), limits_from(settings), frozenset())
+    plan = build_plan(request.state, request.questions, codec, labels)
+    prefix = list(plan.prefix_ids)
+    warm = {"input_ids": prefix, "sampling_params": {"max_new_tokens": 1, "temperature": 0}}
+    scores = tuple(
+        {
+            "input_ids": prefix + list(branch.suffix_ids),
+            "sampling_params": {"max_new_tokens": 1, "temperature": 0},
+            "return_logprob": True,
+            "token_ids_logprob": list(branch.label_ids),
+            "logprob_start_len": -1,
+        }
+        for branch in plan.branches
+    )
+    return Calls(warm=warm, scores=scores)
+
+
+# -- processes ----------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def http_json(method: str, url: str, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    for key, value in (headers or {}).items():
+        request.add_header(key, value)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            status, raw = response.status, response.read()
+    except urllib.error.HTTPError as error:
+        status, raw = error.code, error.read()
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return 0, None
+    try:
+        return status, json.loads(raw) if raw else None
+    except ValueError:
+        return status, raw.decode(errors="replace")
+
+
+@contextmanager
+def emulator() -> Iterator[str]:
+    process = subprocess.Popen([sys.executable, str(EMULATOR), "--port", "0"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line.startswith("sglang-emulator listening on "):
+            raise SystemExit(f"the emulator did not start: {line!r}")
+        yield line.split()[-1]
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@contextmanager
+def openjev_server(sglang_url: str, log: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENJEV_")}
+    env.update({"OPENJEV_TOKENIZER": str(TOKENIZER), "OPENJEV_API_KEY": API_KEY})
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [str(OPENJEV), "serve", "--connect", sglang_url, "--host", "127.0.0.1", "--port", str(port)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while http_json("GET", url + "/health")[0] != 200:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"openjev did not become ready:\n{log.read_text(errors='replace')[-3000:]}")
+            time.sleep(0.2)
+        yield url, process
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def descendants(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children = (task / "children").read_text().split()
+        for child in map(int, children):
+            found += [child, *descendants(child)]
+    return found
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of these processes so far (/proc/PID/stat fields 14 and 15)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
+# -- load ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Figures:
+    latencies: list[float]
+    seconds: float
+    cpu_ms_per_request: float | None
+
+    @property
+    def p50_ms(self) -> float:
+        return statistics.median(self.latencies) * 1000
+
+    @property
+    def p90_ms(self) -> float:
+        return statistics.quantiles(self.latencies, n=10)[-1] * 1000 if len(self.latencies) > 1 else self.p50_ms
+
+    @property
+    def rate(self) -> float:
+        return len(self.latencies) / self.seconds
+
+
+async def run_load(
+    one: Callable[[int], Awaitable[None]], concurrency: int, seconds: float, warmup: float, cpu: Callable[[], float]
+) -> Figures:
+    """`concurrency` loops calling `one(ticket)` for warmup + seconds; only the last `seconds` count."""
+    latencies: list[float] = []
+    counter = iter(range(10**9))
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    measure_from, stop_at = start + warmup, start + warmup + seconds
+    cpu_at_start: list[float] = []
+
+    async def worker() -> None:
+        while (now := loop.time()) < stop_at:
+            if now >= measure_from and not cpu_at_start:
+                cpu_at_start.append(cpu())
+            began = time.perf_counter()
+            await one(next(counter))
+            if now >= measure_from:
+                latencies.append(time.perf_counter() - began)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    cpu_used = cpu() - cpu_at_start[0] if cpu_at_start else None
+    elapsed = loop.time() - measure_from
+    return Figures(latencies, elapsed, None if cpu_used is None else cpu_used * 1000 / max(len(latencies), 1))
+
+
+class Bare:
+    """The four /generate calls of one request, straight to the emulator."""
+
+    def __init__(self, session: aiohttp.ClientSession, url: str, pool: list[Calls]) -> None:
+        self._session = session
+        self._url = url + "/generate"
+        self._pool = pool
+        self._rid = 0
+
+    async def _post(self, body: dict[str, Any]) -> None:
+        self._rid += 1
+        data = msgspec.json.encode({**body, "rid": f"{self._rid:032x}"})
+        async with self._session.post(self._url, data=data, headers={"Content-Type": "application/json"}) as reply:
+            raw = await reply.read()
+            if reply.status != 200:
+                raise SystemExit(f"the emulator answered {reply.status}: {raw[:300]!r}")
+            msgspec.json.decode(raw)
+
+    async def __call__(self, ticket: int) -> None:
+        calls = self._pool[ticket % len(self._pool)]
+        await self._post(calls.warm)
+        await asyncio.gather(*(self._post(body) for body in calls.scores))
+
+
+class ThroughOpenjev:
+    """One three-question request through openjev."""
+
+    def __init__(self, session: aiohttp.ClientSession, url: str, first_ticket: int) -> None:
+        self._session = session
+        self._url = url + "/v1/systemone"
+        self._first = first_ticket
+        self._headers = {"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"}
+
+    async def __call__(self, ticket: int) -> None:
+        data = msgspec.json.encode(request_body(self._first + ticket))
+        async with self._session.post(self._url, data=data, headers=self._headers) as reply:
+            raw = await reply.read()
+            if reply.status != 200:
+                raise SystemExit(f"openjev answered {reply.status}: {raw[:300]!r}")
+            msgspec.json.decode(raw)
+
+
+def check_same_bodies(emulator_url: str, api_url: str, expected: Calls) -> None:
+    """One request through openjev: the emulator must have received exactly the bodies the bare client sends."""
+    http_json("POST", emulator_url + "/_emulator/reset")
+    status, answer = http_json(
+        "POST", api_url + "/v1/systemone", request_body(0), headers={"Authorization": f"Bearer {API_KEY}"}
+    )
+    if status != 200:
+        raise SystemExit(f"openjev answered {status}: {answer}")
+    recorded = http_json("GET", emulator_url + "/_emulator/requests")[1]["requests"]
+    bodies = [{k: v for k, v in r["body"].items() if k != "rid"} for r in recorded if r["path"] == "/generate"]
+    if bodies[0] != expected.warm or sorted(map(json.dumps, bodies[1:])) != sorted(map(json.dumps, expected.scores)):
+        raise SystemExit("the bare client's bodies differ from what openjev sent: update planned_calls")
+
+
+async def measure(
+    emulator_url: str,
+    api_url: str,
+    server_pids: list[int],
+    pool: list[Calls],
+    concurrencies: list[int],
+    args: argparse.Namespace,
+) -> None:
+    def server_cpu() -> float:
+        return cpu_seconds(server_pids)
+
+    def no_cpu() -> float:
+        return 0.0
+
+    print(
+        f"{'clients':>7} {'path':>8} {'p50 ms':>8} {'p90 ms':>8} {'req/s':>8} {'API CPU ms/req':>15}",
+        flush=True,
+    )
+    tickets = 1
+    results: dict[tuple[int, str], Figures] = {}
+    for concurrency in concurrencies:
+        connector = aiohttp.TCPConnector(limit=concurrency * 4)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            for name in ("bare", "openjev"):
+                http_json("POST", emulator_url + "/_emulator/reset")  # the emulator keeps every request
+                if name == "bare":
+                    one: Callable[[int], Awaitable[None]] = Bare(session, emulator_url, pool)
+                    figures = await run_load(one, concurrency, args.seconds, args.warmup, no_cpu)
+                else:
+                    one = ThroughOpenjev(session, api_url, tickets)
+                    figures = await run_load(one, concurrency, args.seconds, args.warmup, server_cpu)
+                    tickets += 10**7
+                results[(concurrency, name)] = figures
+                cpu = "" if name == "bare" else f"{figures.cpu_ms_per_request:.2f}"
+                print(
+                    f"{concurrency:>7} {name:>8} {figures.p50_ms:>8.2f} {figures.p90_ms:>8.2f} "
+                    f"{figures.rate:>8.1f} {cpu:>15}",
+                    flush=True,
+                )
+    print()
+    print(f"{'clients':>7} {'p50 ratio':>10} {'(≤ ' + str(P50_TARGET) + ')':>8} {'throughput ratio':>17} (≥ 0.67)")
+    for concurrency in concurrencies:
+        bare, served = results[(concurrency, "bare")], results[(concurrency, "openjev")]
+        p50_ratio = served.p50_ms / bare.p50_ms
+        rate_ratio = served.rate / bare.rate
+        print(
+            f"{concurrency:>7} {p50_ratio:>10.2f} {'ok' if p50_ratio <= P50_TARGET else 'MISS':>8} "
+            f"{rate_ratio:>17.2f} {'ok' if rate_ratio >= THROUGHPUT_TARGET else 'MISS'}"
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--seconds", type=float, default=8.0, help="measured seconds per scenario")
+    parser.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds before each scenario")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8], help="concurrent clients")
+    args = parser.parse_args()
+    if not (TOKENIZER / "tokenizer.json").is_file():
+        raise SystemExit("the Qwen3 tokenizer is missing: run scripts/fetch-test-assets")
+
+    settings = load_settings({}, backend="sglang", tokenizer=str(TOKENIZER))
+    codec = HFCodec.load(str(TOKENIZER))
+    labels = verify_labels(codec, settings.max_options)
+    pool = [planned_calls(10**9 + i, codec, settings, labels) for i in range(BARE_POOL)]
+
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        emulator() as emulator_url,
+        openjev_server(emulator_url, Path(tmp) / "serve.log") as (api_url, process),
+    ):
+        check_same_bodies(emulator_url, api_url, planned_calls(0, codec, settings, labels))
+        server_pids = [process.pid, *descendants(process.pid)]
+        print(
+            f"openjev at {api_url} (pids {server_pids}) against the emulator at {emulator_url}; "
+            f"{args.seconds:g} s per scenario after {args.warmup:g} s of warm-up\n",
+            flush=True,
+        )
+        uvloop.run(measure(emulator_url, api_url, server_pids, pool, args.concurrency, args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
