@@ -17,6 +17,7 @@ from openjev.domain.ports import ChatMessage
 TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "tokenizer_config.json"
 TEMPLATE_FILE = "chat_template.jinja"
+SHORT_TEXT_CHARS = 1024  # tokenized holding the GIL (`_encode`)
 # What makes a render differ from one call to the next: the date (`strftime_now`), Jinja's `random` filter.
 _UNSTABLE = ("strftime_now", "random")
 
@@ -88,8 +89,13 @@ class HFCodec:
 
 
 def _encode(tokenizer: Tokenizer, text: str) -> tuple[int, ...]:
-    """`encode_batch` of one text gives the ids `encode` gives, but releases the GIL while it works:
-    `encode` holds it, and a 2 MB state then starves the event loop for seconds even in a thread."""
+    """The same ids either way: `encode_batch` of one text releases the GIL while it works, `encode` holds it.
+
+    A 2 MB state would starve the event loop for seconds under `encode`, even in a thread; a short
+    text holds it well under a millisecond, and `encode` saves the batch machinery's fixed cost.
+    """
+    if len(text) <= SHORT_TEXT_CHARS:
+        return tuple(tokenizer.encode(text, add_special_tokens=False).ids)
     return tuple(tokenizer.encode_batch([text], add_special_tokens=False)[0].ids)
 
 
