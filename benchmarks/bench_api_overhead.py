@@ -5,18 +5,20 @@ Run: `uv run python benchmarks/bench_api_overhead.py [--seconds S] [--concurrenc
 
 Starts the in-repo SGLang emulator (`tests/sglang_emulator.py`, a subprocess, no latency: it answers
 as soon as it has hashed the ids) and the real `openjev serve --connect` against it, with the Qwen3
-tokenizer and an API key (so the key guard runs). Then, for each concurrency, two scenarios of a
-fixed duration each, every request with a fresh state (a ticket number in the user turn):
+tokenizer and an API key (so the key guard runs). Then, for each concurrency, two paths, every
+request with a fresh state (a ticket number in the user turn):
 
 - `openjev`: the three-question example request (`EXAMPLE_REQUEST`) posted to /v1/systemone;
 - `bare`: an aiohttp client making the same four `/generate` calls directly to the emulator (the
   warm-up on the prefix, then the three branches at once), with the bodies openjev sends: built
   here with openjev's own prompt plan and checked against what the emulator recorded from openjev.
 
-It prints p50/p90 latency and requests per second for both, the ratios against the targets of
-issue 11 (p50 ≤ 1.5× and throughput ≥ 0.67× the bare client's), and the API worker's CPU time per
-request (from /proc: Granian's worker process, the server's only child). Every process shares the
-machine's cores, the load generator included, so the figures are for this machine and this run.
+Each path runs for a fixed time (`--seconds`), in slices that alternate between the two paths
+(`--slice`), so that both see the same background load on a shared machine. It prints p50/p90
+latency and requests per second for both, the ratios against the targets of issue 11 (p50 ≤ 1.5×
+and throughput ≥ 0.67× the bare client's), and the API server's CPU time per request (from /proc:
+the server and its Granian worker). Every process shares the machine's cores, the load generator
+included, so the figures are for this machine and this run.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -189,11 +191,13 @@ def cpu_seconds(pids: list[int]) -> float:
 # -- load ------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass
 class Figures:
-    latencies: list[float]
-    seconds: float
-    cpu_ms_per_request: float | None
+    """One path at one concurrency, summed over its time slices."""
+
+    latencies: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
     @property
     def p50_ms(self) -> float:
@@ -207,31 +211,28 @@ class Figures:
     def rate(self) -> float:
         return len(self.latencies) / self.seconds
 
+    @property
+    def cpu_ms_per_request(self) -> float:
+        return self.cpu_seconds * 1000 / max(len(self.latencies), 1)
 
-async def run_load(
-    one: Callable[[int], Awaitable[None]], concurrency: int, seconds: float, warmup: float, cpu: Callable[[], float]
-) -> Figures:
-    """`concurrency` loops calling `one(ticket)` for warmup + seconds; only the last `seconds` count."""
+
+async def run_slice(one: Callable[[], Awaitable[None]], concurrency: int, seconds: float, into: Figures | None) -> None:
+    """`concurrency` loops calling `one()` for `seconds`; the requests started in that time count (`into`)."""
     latencies: list[float] = []
-    counter = iter(range(10**9))
     loop = asyncio.get_running_loop()
     start = loop.time()
-    measure_from, stop_at = start + warmup, start + warmup + seconds
-    cpu_at_start: list[float] = []
+    stop_at = start + seconds
 
     async def worker() -> None:
-        while (now := loop.time()) < stop_at:
-            if now >= measure_from and not cpu_at_start:
-                cpu_at_start.append(cpu())
+        while loop.time() < stop_at:
             began = time.perf_counter()
-            await one(next(counter))
-            if now >= measure_from:
-                latencies.append(time.perf_counter() - began)
+            await one()
+            latencies.append(time.perf_counter() - began)
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
-    cpu_used = cpu() - cpu_at_start[0] if cpu_at_start else None
-    elapsed = loop.time() - measure_from
-    return Figures(latencies, elapsed, None if cpu_used is None else cpu_used * 1000 / max(len(latencies), 1))
+    if into is not None:
+        into.latencies += latencies
+        into.seconds += loop.time() - start
 
 
 class Bare:
@@ -242,6 +243,7 @@ class Bare:
         self._url = url + "/generate"
         self._pool = pool
         self._rid = 0
+        self._next = 0
 
     async def _post(self, body: dict[str, Any]) -> None:
         self._rid += 1
@@ -252,23 +254,25 @@ class Bare:
                 raise SystemExit(f"the emulator answered {reply.status}: {raw[:300]!r}")
             msgspec.json.decode(raw)
 
-    async def __call__(self, ticket: int) -> None:
-        calls = self._pool[ticket % len(self._pool)]
+    async def __call__(self) -> None:
+        self._next += 1
+        calls = self._pool[self._next % len(self._pool)]
         await self._post(calls.warm)
         await asyncio.gather(*(self._post(body) for body in calls.scores))
 
 
 class ThroughOpenjev:
-    """One three-question request through openjev."""
+    """One three-question request through openjev, each with a ticket number (a state) of its own."""
 
     def __init__(self, session: aiohttp.ClientSession, url: str, first_ticket: int) -> None:
         self._session = session
         self._url = url + "/v1/systemone"
-        self._first = first_ticket
+        self._next = first_ticket
         self._headers = {"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"}
 
-    async def __call__(self, ticket: int) -> None:
-        data = msgspec.json.encode(request_body(self._first + ticket))
+    async def __call__(self) -> None:
+        self._next += 1
+        data = msgspec.json.encode(request_body(self._next))
         async with self._session.post(self._url, data=data, headers=self._headers) as reply:
             raw = await reply.read()
             if reply.status != 200:
@@ -298,37 +302,31 @@ async def measure(
     concurrencies: list[int],
     args: argparse.Namespace,
 ) -> None:
-    def server_cpu() -> float:
-        return cpu_seconds(server_pids)
-
-    def no_cpu() -> float:
-        return 0.0
-
-    print(
-        f"{'clients':>7} {'path':>8} {'p50 ms':>8} {'p90 ms':>8} {'req/s':>8} {'API CPU ms/req':>15}",
-        flush=True,
-    )
-    tickets = 1
+    """Per concurrency: both paths warmed up, then measured in alternating slices (same background load)."""
+    slices = max(1, round(args.seconds / args.slice))
     results: dict[tuple[int, str], Figures] = {}
-    for concurrency in concurrencies:
+    for n, concurrency in enumerate(concurrencies):
         connector = aiohttp.TCPConnector(limit=concurrency * 4)
         async with aiohttp.ClientSession(connector=connector) as session:
-            for name in ("bare", "openjev"):
-                http_json("POST", emulator_url + "/_emulator/reset")  # the emulator keeps every request
-                if name == "bare":
-                    one: Callable[[int], Awaitable[None]] = Bare(session, emulator_url, pool)
-                    figures = await run_load(one, concurrency, args.seconds, args.warmup, no_cpu)
-                else:
-                    one = ThroughOpenjev(session, api_url, tickets)
-                    figures = await run_load(one, concurrency, args.seconds, args.warmup, server_cpu)
-                    tickets += 10**7
-                results[(concurrency, name)] = figures
-                cpu = "" if name == "bare" else f"{figures.cpu_ms_per_request:.2f}"
-                print(
-                    f"{concurrency:>7} {name:>8} {figures.p50_ms:>8.2f} {figures.p90_ms:>8.2f} "
-                    f"{figures.rate:>8.1f} {cpu:>15}",
-                    flush=True,
-                )
+            paths: dict[str, Callable[[], Awaitable[None]]] = {
+                "bare": Bare(session, emulator_url, pool),
+                "openjev": ThroughOpenjev(session, api_url, (n + 1) * 10**8),
+            }
+            figures = {name: Figures() for name in paths}
+            for one in paths.values():
+                await run_slice(one, concurrency, args.warmup, None)
+            for _ in range(slices):
+                for name, one in paths.items():
+                    http_json("POST", emulator_url + "/_emulator/reset")  # the emulator keeps every request
+                    cpu_before = cpu_seconds(server_pids)
+                    await run_slice(one, concurrency, args.slice, figures[name])
+                    figures[name].cpu_seconds += cpu_seconds(server_pids) - cpu_before
+            for name, result in figures.items():
+                results[(concurrency, name)] = result
+    print(f"{'clients':>7} {'path':>8} {'p50 ms':>8} {'p90 ms':>8} {'req/s':>8} {'API CPU ms/req':>15}")
+    for (concurrency, name), result in results.items():
+        cpu = f"{result.cpu_ms_per_request:.2f}" if name == "openjev" else ""
+        print(f"{concurrency:>7} {name:>8} {result.p50_ms:>8.2f} {result.p90_ms:>8.2f} {result.rate:>8.1f} {cpu:>15}")
     print()
     print(f"{'clients':>7} {'p50 ratio':>10} {'(≤ ' + str(P50_TARGET) + ')':>8} {'throughput ratio':>17} (≥ 0.67)")
     for concurrency in concurrencies:
@@ -343,8 +341,9 @@ async def measure(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--seconds", type=float, default=8.0, help="measured seconds per scenario")
-    parser.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds before each scenario")
+    parser.add_argument("--seconds", type=float, default=8.0, help="measured seconds per path and concurrency")
+    parser.add_argument("--slice", type=float, default=1.0, help="the paths alternate every this many seconds")
+    parser.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds per path before measuring")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8], help="concurrent clients")
     args = parser.parse_args()
     if not (TOKENIZER / "tokenizer.json").is_file():
@@ -364,7 +363,8 @@ def main() -> int:
         server_pids = [process.pid, *descendants(process.pid)]
         print(
             f"openjev at {api_url} (pids {server_pids}) against the emulator at {emulator_url}; "
-            f"{args.seconds:g} s per scenario after {args.warmup:g} s of warm-up\n",
+            f"{args.seconds:g} s per path and concurrency, in {args.slice:g} s slices, after {args.warmup:g} s "
+            "of warm-up\n",
             flush=True,
         )
         uvloop.run(measure(emulator_url, api_url, server_pids, pool, args.concurrency, args))
