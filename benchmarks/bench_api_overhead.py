@@ -16,9 +16,11 @@ request with a fresh state (a ticket number in the user turn):
 Each path runs for a fixed time (`--seconds`), in slices that alternate between the two paths
 (`--slice`), so that both see the same background load on a shared machine. It prints p50/p90
 latency and requests per second for both, the ratios against the targets of issue 11 (p50 ≤ 1.5×
-and throughput ≥ 0.67× the bare client's), and the API server's CPU time per request (from /proc:
-the server and its Granian worker). Every process shares the machine's cores, the load generator
-included, so the figures are for this machine and this run.
+and throughput ≥ 0.67× the bare client's), and the CPU time per request of each process: the load
+generator (this process), the API (the server and its Granian worker, from /proc) and the emulator.
+Every process shares the machine's cores, the load generator included, so the figures are for this
+machine and this run; on a machine busy with other work, compare the CPU columns rather than the
+latencies.
 """
 
 from __future__ import annotations
@@ -126,14 +128,14 @@ def http_json(method: str, url: str, body: Any = None, headers: dict[str, str] |
 
 
 @contextmanager
-def emulator() -> Iterator[str]:
+def emulator() -> Iterator[tuple[str, int]]:
     process = subprocess.Popen([sys.executable, str(EMULATOR), "--port", "0"], stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
         line = process.stdout.readline()
         if not line.startswith("sglang-emulator listening on "):
             raise SystemExit(f"the emulator did not start: {line!r}")
-        yield line.split()[-1]
+        yield line.split()[-1], process.pid
     finally:
         process.terminate()
         process.wait(timeout=10)
@@ -197,7 +199,7 @@ class Figures:
 
     latencies: list[float] = field(default_factory=list)
     seconds: float = 0.0
-    cpu_seconds: float = 0.0
+    cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds by process: load generator, API, emulator
 
     @property
     def p50_ms(self) -> float:
@@ -211,9 +213,8 @@ class Figures:
     def rate(self) -> float:
         return len(self.latencies) / self.seconds
 
-    @property
-    def cpu_ms_per_request(self) -> float:
-        return self.cpu_seconds * 1000 / max(len(self.latencies), 1)
+    def cpu_ms_per_request(self, process: str) -> float:
+        return self.cpu.get(process, 0.0) * 1000 / max(len(self.latencies), 1)
 
 
 async def run_slice(one: Callable[[], Awaitable[None]], concurrency: int, seconds: float, into: Figures | None) -> None:
@@ -297,7 +298,7 @@ def check_same_bodies(emulator_url: str, api_url: str, expected: Calls) -> None:
 async def measure(
     emulator_url: str,
     api_url: str,
-    server_pids: list[int],
+    pids: dict[str, list[int]],
     pool: list[Calls],
     concurrencies: list[int],
     args: argparse.Namespace,
@@ -305,6 +306,10 @@ async def measure(
     """Per concurrency: both paths warmed up, then measured in alternating slices (same background load)."""
     slices = max(1, round(args.seconds / args.slice))
     results: dict[tuple[int, str], Figures] = {}
+
+    def cpu_now() -> dict[str, float]:
+        return {"client": time.process_time(), **{name: cpu_seconds(group) for name, group in pids.items()}}
+
     for n, concurrency in enumerate(concurrencies):
         connector = aiohttp.TCPConnector(limit=concurrency * 4)
         async with aiohttp.ClientSession(connector=connector) as session:
@@ -318,15 +323,20 @@ async def measure(
             for _ in range(slices):
                 for name, one in paths.items():
                     http_json("POST", emulator_url + "/_emulator/reset")  # the emulator keeps every request
-                    cpu_before = cpu_seconds(server_pids)
+                    before = cpu_now()
                     await run_slice(one, concurrency, args.slice, figures[name])
-                    figures[name].cpu_seconds += cpu_seconds(server_pids) - cpu_before
+                    for process, seconds in cpu_now().items():
+                        figures[name].cpu[process] = figures[name].cpu.get(process, 0.0) + seconds - before[process]
             for name, result in figures.items():
                 results[(concurrency, name)] = result
-    print(f"{'clients':>7} {'path':>8} {'p50 ms':>8} {'p90 ms':>8} {'req/s':>8} {'API CPU ms/req':>15}")
+    print(f"{'':>16} {'latency ms':>17} {'':>8} {'CPU ms per request':>25}")
+    print(f"{'clients':>7} {'path':>8} {'p50':>8} {'p90':>8} {'req/s':>8} {'client':>8} {'API':>8} {'emulator':>8}")
     for (concurrency, name), result in results.items():
-        cpu = f"{result.cpu_ms_per_request:.2f}" if name == "openjev" else ""
-        print(f"{concurrency:>7} {name:>8} {result.p50_ms:>8.2f} {result.p90_ms:>8.2f} {result.rate:>8.1f} {cpu:>15}")
+        api = f"{result.cpu_ms_per_request('api'):.2f}" if name == "openjev" else "-"
+        print(
+            f"{concurrency:>7} {name:>8} {result.p50_ms:>8.2f} {result.p90_ms:>8.2f} {result.rate:>8.1f} "
+            f"{result.cpu_ms_per_request('client'):>8.2f} {api:>8} {result.cpu_ms_per_request('emulator'):>8.2f}"
+        )
     print()
     print(f"{'clients':>7} {'p50 ratio':>10} {'(≤ ' + str(P50_TARGET) + ')':>8} {'throughput ratio':>17} (≥ 0.67)")
     for concurrency in concurrencies:
@@ -356,18 +366,18 @@ def main() -> int:
 
     with (
         tempfile.TemporaryDirectory() as tmp,
-        emulator() as emulator_url,
+        emulator() as (emulator_url, emulator_pid),
         openjev_server(emulator_url, Path(tmp) / "serve.log") as (api_url, process),
     ):
         check_same_bodies(emulator_url, api_url, planned_calls(0, codec, settings, labels))
-        server_pids = [process.pid, *descendants(process.pid)]
+        pids = {"api": [process.pid, *descendants(process.pid)], "emulator": [emulator_pid]}
         print(
-            f"openjev at {api_url} (pids {server_pids}) against the emulator at {emulator_url}; "
+            f"openjev at {api_url} (pids {pids['api']}) against the emulator at {emulator_url}; "
             f"{args.seconds:g} s per path and concurrency, in {args.slice:g} s slices, after {args.warmup:g} s "
             "of warm-up\n",
             flush=True,
         )
-        uvloop.run(measure(emulator_url, api_url, server_pids, pool, args.concurrency, args))
+        uvloop.run(measure(emulator_url, api_url, pids, pool, args.concurrency, args))
     return 0
 
 
