@@ -37,9 +37,13 @@ class HFCodec:
         self._template = chat_template
         self._bos = bos_token
         self._eos = eos_token
-        self._encodings: BoundedMemo[tuple[str, bool], tuple[int, ...]] = BoundedMemo()
+        self._encodings: BoundedMemo[tuple[str, bool], tuple[int, ...]] = BoundedMemo(
+            self._encode, lambda key: len(key[0])
+        )
         self._renders: BoundedMemo[tuple[ChatMessage, ...], str] = BoundedMemo(
-            max_entries=0 if any(name in chat_template for name in _UNSTABLE) else 64
+            self._render,
+            lambda messages: sum(len(m.content) for m in messages),
+            max_entries=0 if any(name in chat_template for name in _UNSTABLE) else 64,
         )
 
     @classmethod
@@ -71,17 +75,21 @@ class HFCodec:
         )
 
     def render(self, messages: Sequence[ChatMessage]) -> str:
-        key = tuple(messages)
-        return self._renders.get(key, sum(len(m.content) for m in key), lambda: self._render(key))
-
-    def _render(self, messages: Sequence[ChatMessage]) -> str:
-        return render_chat_template(self._template, messages, bos_token=self._bos, eos_token=self._eos)
+        return self._renders(tuple(messages))
 
     def encode_template(self, text: str) -> list[int]:
-        return list(self._encodings.get((text, True), len(text), lambda: _encode(self._tokenizer, text)))
+        return list(self._encodings((text, True)))
 
     def encode_caller_text(self, text: str) -> list[int]:
-        return list(self._encodings.get((text, False), len(text), lambda: _encode(self._plain, text)))
+        return list(self._encodings((text, False)))
+
+    def _render(self, messages: tuple[ChatMessage, ...]) -> str:
+        return render_chat_template(self._template, messages, bos_token=self._bos, eos_token=self._eos)
+
+    def _encode(self, key: tuple[str, bool]) -> tuple[int, ...]:
+        """`key` is (text, special tokens recognised): the trusted or the plain-text tokenizer."""
+        text, special = key
+        return _encode(self._tokenizer if special else self._plain, text)
 
     def decode(self, token_ids: Sequence[int]) -> str:
         text: str = self._tokenizer.decode(list(token_ids), skip_special_tokens=False)
