@@ -15,7 +15,7 @@ request with a fresh state (a ticket number in the user turn):
 
 Each path runs for a fixed time (`--seconds`), in slices that alternate between the two paths
 (`--slice`), so that both see the same background load on a shared machine. It prints p50/p90
-latency and requests per second for both, the ratios against the targets of issue 11 (p50 ≤ 1.5×
+latency and requests per second for both, the ratios against the targets (p50 ≤ 1.5×
 and throughput ≥ 0.67× the bare client's), and the CPU time per request of each process: the load
 generator (this process), the API (the server and its Granian worker, from /proc) and the emulator.
 Every process shares the machine's cores, the load generator included, so the figures are for this
