@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
@@ -44,6 +43,7 @@ from openjev.domain.wire import (
     SystemOneResponse,
     Usage,
 )
+from openjev.ids import random_id
 from openjev.logs import get_logger
 from openjev.prior_cache import PriorCache, prior_key
 
@@ -99,7 +99,7 @@ class Evaluator:
         max_orders: int = 10,
         priors: PriorCache | None = None,
         branch_context: int | None = None,
-        new_call_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+        new_call_id: Callable[[], str] = random_id,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._backend = backend

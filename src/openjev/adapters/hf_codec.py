@@ -9,6 +9,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
+from openjev.adapters.bounded_memo import BoundedMemo
 from openjev.adapters.chat_template import render_chat_template
 from openjev.domain.errors import StartupError
 from openjev.domain.ports import ChatMessage
@@ -16,10 +17,19 @@ from openjev.domain.ports import ChatMessage
 TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "tokenizer_config.json"
 TEMPLATE_FILE = "chat_template.jinja"
+SHORT_TEXT_CHARS = 1024  # tokenized holding the GIL (`_encode`)
+# What makes a render differ from one call to the next: the date (`strftime_now`), Jinja's `random` filter.
+_UNSTABLE = ("strftime_now", "random")
 
 
 class HFCodec:
-    """A tokenizer.json + tokenizer_config.json pair (the chat template may sit in chat_template.jinja)."""
+    """A tokenizer.json + tokenizer_config.json pair (the chat template may sit in chat_template.jinja).
+
+    Short texts and renders are memoized (`BoundedMemo`): the template pieces, the tail and the
+    question texts come back on every request, and tokenizing them again was a quarter of the API
+    process's CPU time per request. A template that can render differently (the date, `random`) is
+    never memoized.
+    """
 
     def __init__(self, tokenizer: Tokenizer, chat_template: str, *, bos_token: str = "", eos_token: str = "") -> None:
         self._tokenizer = tokenizer
@@ -27,6 +37,14 @@ class HFCodec:
         self._template = chat_template
         self._bos = bos_token
         self._eos = eos_token
+        self._encodings: BoundedMemo[tuple[str, bool], tuple[int, ...]] = BoundedMemo(
+            self._encode, lambda key: len(key[0])
+        )
+        self._renders: BoundedMemo[tuple[ChatMessage, ...], str] = BoundedMemo(
+            self._render,
+            lambda messages: sum(len(m.content) for m in messages),
+            max_entries=0 if any(name in chat_template for name in _UNSTABLE) else 64,
+        )
 
     @classmethod
     def load(cls, location: str, revision: str | None = None) -> HFCodec:
@@ -57,22 +75,36 @@ class HFCodec:
         )
 
     def render(self, messages: Sequence[ChatMessage]) -> str:
-        return render_chat_template(self._template, messages, bos_token=self._bos, eos_token=self._eos)
-
-    # `encode_batch` of one text gives the ids `encode` gives, but releases the GIL while it works:
-    # `encode` holds it, and a 2 MB state then starves the event loop for seconds even in a thread.
+        return self._renders(tuple(messages))
 
     def encode_template(self, text: str) -> list[int]:
-        ids: list[int] = self._tokenizer.encode_batch([text], add_special_tokens=False)[0].ids
-        return ids
+        return list(self._encodings((text, True)))
 
     def encode_caller_text(self, text: str) -> list[int]:
-        ids: list[int] = self._plain.encode_batch([text], add_special_tokens=False)[0].ids
-        return ids
+        return list(self._encodings((text, False)))
+
+    def _render(self, messages: tuple[ChatMessage, ...]) -> str:
+        return render_chat_template(self._template, messages, bos_token=self._bos, eos_token=self._eos)
+
+    def _encode(self, key: tuple[str, bool]) -> tuple[int, ...]:
+        """`key` is (text, special tokens recognised): the trusted or the plain-text tokenizer."""
+        text, special = key
+        return _encode(self._tokenizer if special else self._plain, text)
 
     def decode(self, token_ids: Sequence[int]) -> str:
         text: str = self._tokenizer.decode(list(token_ids), skip_special_tokens=False)
         return text
+
+
+def _encode(tokenizer: Tokenizer, text: str) -> tuple[int, ...]:
+    """The same ids either way: `encode_batch` of one text releases the GIL while it works, `encode` holds it.
+
+    A 2 MB state would starve the event loop for seconds under `encode`, even in a thread; a short
+    text holds it well under a millisecond, and `encode` saves the batch machinery's fixed cost.
+    """
+    if len(text) <= SHORT_TEXT_CHARS:
+        return tuple(tokenizer.encode(text, add_special_tokens=False).ids)
+    return tuple(tokenizer.encode_batch([text], add_special_tokens=False)[0].ids)
 
 
 def plain_text_twin(tokenizer: Tokenizer) -> Tokenizer:

@@ -74,8 +74,13 @@ async def _receive_all(receive: Receive, limit: int, within: float, min_rate: in
         due = deadline
         if min_rate:
             due = min(due, started + RATE_GRACE_SECONDS + len(received) / min_rate)
+        # `asyncio.timeout`, not `wait_for`: no task per receive (a body usually arrives in one message).
+        remaining = due - clock()
         try:
-            message = await asyncio.wait_for(receive(), max(due - clock(), 0))
+            if remaining <= 0:
+                raise TimeoutError
+            async with asyncio.timeout(None if math.isinf(remaining) else remaining):
+                message = await receive()
         except TimeoutError:
             raise BodyTimeout(
                 f"the request body did not arrive in time: {len(received)} bytes in {clock() - started:.1f} s "

@@ -8,6 +8,7 @@ Handlers reach it through the typed application state, `AppState.service`.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import time
 from enum import StrEnum
@@ -47,7 +48,13 @@ def backend_state(phase: Phase, backend: BackendHealth) -> str:
 
 class ServiceLifecycle:
     def __init__(
-        self, settings: Settings, runtime: Runtime, *, exit_on_failure: bool = False, metrics: Metrics | None = None
+        self,
+        settings: Settings,
+        runtime: Runtime,
+        *,
+        exit_on_failure: bool = False,
+        metrics: Metrics | None = None,
+        freeze_heap: bool = False,
     ) -> None:
         self.settings = settings
         self.runtime = runtime
@@ -63,6 +70,7 @@ class ServiceLifecycle:
         self._created = time.monotonic()
         self.created_at = time.time()
         self._exit_on_failure = exit_on_failure
+        self._freeze_heap = freeze_heap
         self._task: asyncio.Task[None] | None = None
 
     def begin(self) -> None:
@@ -125,6 +133,8 @@ class ServiceLifecycle:
             if not isinstance(exc, StartupError):
                 raise
             return
+        if self._freeze_heap:
+            freeze_startup_heap()
         self.evaluator = evaluator
         self.startup_seconds = time.monotonic() - started
         self.phase = Phase.READY
@@ -141,6 +151,16 @@ class ServiceLifecycle:
 
     def _step(self, detail: str) -> None:
         self.detail = detail
+
+
+def freeze_startup_heap() -> None:
+    """Keep what start-up built (tokenizer, templates, routes) out of every later garbage collection.
+
+    A full collection walks every tracked object; after start-up most of them live as long as the
+    process, and walking them again and again was about a tenth of the CPU time per request.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 class AppState(State):

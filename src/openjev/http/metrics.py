@@ -114,6 +114,9 @@ class Metrics:
             "Seconds the start-up took (backend, labels, template); 0 until ready.",
             registry=r,
         )
+        # Labelled children looked up once, not on every request (`labels()` validates and locks).
+        self._phases = {phase: self.phase_seconds.labels(phase=phase) for phase in ("prepare", "prefill", "branches")}
+        self._by_route: dict[tuple[str, int], tuple[Any, Any]] = {}  # route templates x status codes: small sets
 
     # Recording -------------------------------------------------------------------------------
 
@@ -128,10 +131,15 @@ class Metrics:
         """Called once per response, routed or not (from the app's `before_send` hook)."""
         route = scope.get("path_template") if scope.get("route_handler") is not None else None
         route = route or UNMATCHED_ROUTE
-        self.requests.labels(route=route, status=str(status)).inc()
+        children = self._by_route.get((route, status))
+        if children is None:
+            children = (self.requests.labels(route=route, status=str(status)), self.request_seconds.labels(route=route))
+            self._by_route[(route, status)] = children
+        responses, seconds = children
+        responses.inc()
         started = scope.get("state", {}).get(STARTED_AT_KEY)
         if started is not None:
-            self.request_seconds.labels(route=route).observe(time.perf_counter() - started)
+            seconds.observe(time.perf_counter() - started)
         if status == 529:
             self.overloaded.inc()
         elif status == 504:
@@ -139,9 +147,9 @@ class Metrics:
 
     def evaluation(self, evaluation: Evaluation, prepare_seconds: float, questions: int) -> None:
         """One successful evaluation: its phases, sizes, tokens and debiasing work."""
-        self.phase_seconds.labels(phase="prepare").observe(prepare_seconds)
-        self.phase_seconds.labels(phase="prefill").observe(evaluation.timings.prefill)
-        self.phase_seconds.labels(phase="branches").observe(evaluation.timings.branches)
+        self._phases["prepare"].observe(prepare_seconds)
+        self._phases["prefill"].observe(evaluation.timings.prefill)
+        self._phases["branches"].observe(evaluation.timings.branches)
         usage = evaluation.response.usage
         self.questions.observe(questions)
         self.backend_calls.observe(usage.output_tokens)  # one output token per call: N + 1 (+ debiasing)

@@ -9,7 +9,6 @@ responses that error handlers build, while the middleware marks when a routed re
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any
 
 import structlog
@@ -19,6 +18,7 @@ from litestar.types import ASGIApp, BeforeMessageSendHookHandler, Message, Recei
 
 from openjev.http.errors import InvalidHost
 from openjev.http.metrics import Metrics
+from openjev.ids import random_id
 from openjev.listen import is_loopback
 from openjev.logs import get_logger
 
@@ -30,7 +30,7 @@ def request_id_of(scope: Scope) -> str:
     state: dict[str, Any] = scope.setdefault("state", {})
     request_id: str | None = state.get("request_id")
     if request_id is None:
-        request_id = state["request_id"] = uuid.uuid4().hex
+        request_id = state["request_id"] = random_id()
     return request_id
 
 

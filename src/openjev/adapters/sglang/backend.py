@@ -51,8 +51,9 @@ def rid_for(call_id: str) -> str:
     SGLang's scheduler aborts every request whose rid *starts with* the aborted rid
     (`srt/managers/scheduler.py`: `req.rid.startswith(recv_req.rid)`), so aborting one call must not
     match another.
-    uuid4 hex ids (what the use case passes) are fixed-length and so prefix-free already: they are
-    used as they are. Any other id is framed with its length, which keeps the set prefix-free.
+    32-hex-digit ids (what the use case passes, `openjev.ids.random_id`) are fixed-length and so
+    prefix-free already: they are used as they are. Any other id is framed with its length, which
+    keeps the set prefix-free.
     """
     if _HEX32.fullmatch(call_id):
         return call_id
