@@ -9,7 +9,7 @@ from openjev.domain.ports import BackendHealth
 from openjev.http.app import create_app
 from openjev.http.openapi_docs import EXAMPLE_REQUEST, SCALAR_VERSION, SWAGGER_VERSION
 from openjev.settings import load_settings
-from tests.api.conftest import LOCAL, Client
+from tests.api.conftest import LOCAL, Client, running
 
 
 async def test_models_in_both_shapes(client: Client) -> None:
@@ -137,9 +137,35 @@ async def test_docs_pages_and_schema(client: Client) -> None:
     assert body["schema"] == {"$ref": "#/components/schemas/SystemOneRequest"}
     assert body["examples"]["support_ticket"]["value"] == EXAMPLE_REQUEST
     assert "SystemOneResponse" in schema["components"]["schemas"]
-    assert {"200", "400", "401", "413", "422", "503", "504", "529"} <= set(
-        schema["paths"]["/v1/systemone"]["post"]["responses"]
-    )
+    responses = set(schema["paths"]["/v1/systemone"]["post"]["responses"])
+    assert {"200", "400", "413", "422", "503", "504", "529"} <= responses
+    assert "401" not in responses and "securitySchemes" not in schema["components"]  # no key: no 401
+
+
+async def test_the_document_states_the_limits_key_and_models_in_force() -> None:
+    env = {"OPENJEV_API_KEY": "k", "OPENJEV_MAX_QUESTIONS": "5", "OPENJEV_MAX_OPTIONS": "7"}
+    async with running(env) as client:
+        schema = (await client.get("/openapi.json")).json()
+        assert (await client.get("/schema")).status_code == 404  # one document only
+        assert (await client.get("/schema/openapi.json")).status_code == 404
+    components = schema["components"]
+    assert components["securitySchemes"]["bearerKey"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": components["securitySchemes"]["bearerKey"]["description"],
+    }
+    for path in ("/v1/systemone", "/v1/models", "/v1/limits"):
+        operation = next(iter(schema["paths"][path].values()))
+        assert operation["security"] == [{"bearerKey": []}] and "401" in operation["responses"]
+    assert "security" not in schema["paths"]["/health"]["get"]
+    assert "503" in schema["paths"]["/health"]["get"]["responses"]
+    request = components["schemas"]["SystemOneRequest"]["properties"]
+    assert (request["questions"]["minProperties"], request["questions"]["maxProperties"]) == (1, 5)
+    assert request["model"]["enum"] == ["jev-latest", "openjev/fake"]
+    assert request["assets"]["type"] == "null"
+    choice = components["schemas"]["ChoiceQuestion"]["properties"]["criteria"]
+    score = components["schemas"]["ScoreQuestion"]["properties"]["criteria"]
+    assert (choice["minProperties"], choice["maxProperties"], score["minItems"], score["maxItems"]) == (2, 7, 2, 7)
 
 
 async def test_unknown_routes_are_json_404(client: Client) -> None:

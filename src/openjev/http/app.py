@@ -8,8 +8,6 @@ from contextlib import asynccontextmanager
 from litestar import Litestar, Router
 from litestar.exceptions import HTTPException
 from litestar.middleware import DefineMiddleware
-from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import JsonRenderPlugin
 from prometheus_client import CollectorRegistry
 
 import openjev
@@ -61,7 +59,6 @@ def create_app(
             *open_routes,
             openapi_docs.scalar,
             openapi_docs.swagger,
-            openapi_docs.openapi_json,
         ],
         state=AppState({"service": service}),
         lifespan=[lifespan],
@@ -75,12 +72,10 @@ def create_app(
             HTTPException: http_exception_response,
             Exception: internal_error_response,
         },
-        openapi_config=OpenAPIConfig(
-            title=TITLE,
-            version=openjev.__version__,
-            description="Typed decisions read from an open LLM's first answer token. See /docs for Swagger UI.",
-            path="/schema",
-            render_plugins=[JsonRenderPlugin()],
+        openapi_config=openapi_docs.document_config(
+            TITLE,
+            openjev.__version__,
+            "Typed decisions read from an open LLM's first answer token. See /docs for Swagger UI.",
         ),
         request_max_body_size=None,  # read_body enforces the limit, on the inflated bytes too
         logging_config=None,

@@ -7,7 +7,7 @@ once, because Litestar only generates components for types a handler receives.
 
 The UI pages come from Litestar's render plugins with pinned asset versions (from the jsDelivr
 CDN: the browser fetches them, the server serves no assets). Both UIs load the one document at
-/openapi.json; Litestar's own schema router stays at /schema.
+/openapi.json, served by Litestar's schema router mounted there (nothing is served at /schema).
 """
 
 from __future__ import annotations
@@ -19,11 +19,14 @@ import msgspec
 from litestar import Litestar, Request, get
 from litestar.datastructures import ResponseHeader, State
 from litestar.enums import MediaType
+from litestar.enums import OpenAPIMediaType as OpenAPIMediaTypeName
+from litestar.openapi import OpenAPIConfig
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
+from litestar.openapi.plugins import JsonRenderPlugin, ScalarRenderPlugin, SwaggerRenderPlugin
 from litestar.openapi.spec import Example, OpenAPIMediaType, Operation, Reference, RequestBody
 
 from openjev.domain.wire import SystemOneRequest
+from openjev.http.openapi_exact import complete_document
 from openjev.http.schemas import ErrorBody, ValidationErrorBody
 
 SCALAR_VERSION = "1.76.0"
@@ -74,7 +77,6 @@ def _error(description: str, body: type[msgspec.Struct] = ErrorBody) -> Response
 
 SYSTEM_ONE_RESPONSES: dict[int, ResponseSpec] = {
     400: _error("Unknown model (`detail.error_type: unknown_model`)."),
-    401: _error("Missing or wrong bearer key, when the server has one (`authentication_error`)."),
     413: _error("Body (or its decompressed form) over the size limit (`request_too_large`)."),
     415: _error("Unsupported Content-Encoding (identity, gzip and zstd are accepted)."),
     422: _error("Invalid request: `detail` is a list of `{loc, msg, type}`.", ValidationErrorBody),
@@ -100,14 +102,45 @@ SYSTEM_ONE_HEADERS = [  # documented only: the handler sets them (a header's sch
 
 
 def openapi_document(app: Litestar) -> dict[str, Any]:
-    """Litestar's document plus the request's schema components; built once per app."""
+    """Litestar's document plus the request's schema components and the settings in force; built once per app."""
     cached: dict[str, Any] | None = getattr(app.state, "openapi_document", None)
     if cached is None:
         cached = app.openapi_schema.to_schema()
         _, components = msgspec.json.schema_components([SystemOneRequest], ref_template="#/components/schemas/{name}")
         cached.setdefault("components", {}).setdefault("schemas", {}).update(components)
+        service = app.state.service
+        complete_document(
+            cached,
+            limits=service.limits,
+            models=service.accepted_models,
+            keyed=service.settings.api_key is not None,
+        )
         app.state.openapi_document = cached
     return cached
+
+
+class DocumentPlugin(JsonRenderPlugin):
+    """Litestar's own schema route, serving the completed document at /openapi.json and nothing at /schema.
+
+    Litestar always mounts a schema router; mounted at /openapi.json with this plugin at its root,
+    it serves the one document there (anything below it is a 404).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(path="/", media_type=OpenAPIMediaTypeName.OPENAPI_JSON)
+
+    def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
+        return msgspec.json.encode(openapi_document(request.app))
+
+
+def document_config(title: str, version: str, description: str) -> OpenAPIConfig:
+    return OpenAPIConfig(
+        title=title,
+        version=version,
+        description=description,
+        path=OPENAPI_PATH,
+        render_plugins=[DocumentPlugin()],
+    )
 
 
 class _ScalarOnSchema(ScalarRenderPlugin):
@@ -157,8 +190,3 @@ def scalar(request: Request[None, None, State]) -> bytes:
 @get("/docs", include_in_schema=False, media_type=MediaType.HTML, sync_to_thread=False)
 def swagger(request: Request[None, None, State]) -> bytes:
     return SWAGGER.render(request, openapi_document(request.app))
-
-
-@get(OPENAPI_PATH, include_in_schema=False, sync_to_thread=False, media_type="application/vnd.oai.openapi+json")
-def openapi_json(request: Request[None, None, State]) -> dict[str, Any]:
-    return openapi_document(request.app)
