@@ -10,6 +10,7 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from openjev.adapters.chat_template import render_chat_template
+from openjev.adapters.token_floor import for_tokenizer
 from openjev.domain.errors import StartupError
 from openjev.domain.ports import ChatMessage
 
@@ -24,6 +25,7 @@ class HFCodec:
     def __init__(self, tokenizer: Tokenizer, chat_template: str, *, bos_token: str = "", eos_token: str = "") -> None:
         self._tokenizer = tokenizer
         self._plain = plain_text_twin(tokenizer)
+        self._floor = for_tokenizer(self._plain)
         self._template = chat_template
         self._bos = bos_token
         self._eos = eos_token
@@ -69,6 +71,14 @@ class HFCodec:
     def encode_caller_text(self, text: str) -> list[int]:
         ids: list[int] = self._plain.encode_batch([text], add_special_tokens=False)[0].ids
         return ids
+
+    def min_tokens(self, text: str) -> int:
+        if self._floor is None:
+            return 0
+        floor, normalizer = self._floor
+        if normalizer is not None and not text.isascii():  # a Unicode normalization leaves ASCII as it is
+            text = normalizer.normalize_str(text)
+        return floor.of(text.encode())
 
     def decode(self, token_ids: Sequence[int]) -> str:
         text: str = self._tokenizer.decode(list(token_ids), skip_special_tokens=False)
