@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 import openjev
 from openjev.bootstrap import build_runtime
 from openjev.domain.errors import OpenJevError
-from openjev.http import openapi_docs, routes
+from openjev.http import docs_pages, openapi_docs, routes
 from openjev.http.errors import http_exception_response, internal_error_response, openjev_error_response
 from openjev.http.lifecycle import AppState, ServiceLifecycle
 from openjev.http.metrics import Metrics
@@ -27,8 +27,6 @@ from openjev.listen import is_loopback
 from openjev.logs import configure_logging
 from openjev.runtime import Runtime
 from openjev.settings import Settings, load_settings
-
-TITLE = "openjev — System One API"
 
 
 def create_app(
@@ -57,8 +55,9 @@ def create_app(
         route_handlers=[
             protected,
             *open_routes,
-            openapi_docs.scalar,
-            openapi_docs.swagger,
+            docs_pages.scalar,
+            docs_pages.swagger,
+            docs_pages.asset,
         ],
         state=AppState({"service": service}),
         lifespan=[lifespan],
@@ -73,7 +72,7 @@ def create_app(
             Exception: internal_error_response,
         },
         openapi_config=openapi_docs.document_config(
-            TITLE,
+            openapi_docs.TITLE,
             openjev.__version__,
             "Typed decisions read from an open LLM's first answer token. See /docs for Swagger UI.",
         ),
