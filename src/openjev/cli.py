@@ -103,6 +103,7 @@ def serve_api(settings: Settings, env: Mapping[str, str]) -> int:
         workers=1,
         factory=True,
         log_access=False,
+        workers_kill_timeout=settings.shutdown_timeout,  # a worker stuck in shutdown is killed, never awaited forever
     ).serve()
     return 0
 

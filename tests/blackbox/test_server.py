@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import os
 import re
 import signal
 import subprocess
@@ -656,3 +657,31 @@ def test_sigterm_stops_the_server_with_exit_code_0(fresh_server: Callable[..., S
     assert reply.status == 200, "the in-flight request was cut by a graceful shutdown"
     with pytest.raises(OSError):
         http_request(server.url, "GET", "/health", timeout=2)
+
+
+def test_sigterm_to_the_server_and_its_worker_stops_both_within_the_shutdown_timeout(
+    fresh_server: Callable[..., ServerProcess],
+) -> None:
+    """A worker that cannot finish its in-flight work is killed after OPENJEV_SHUTDOWN_TIMEOUT.
+
+    Granian's default is to wait for it forever, the port already closed: the server once stayed
+    alive 17 minutes after SIGTERM reached it, its worker and `uv` at once.
+    """
+    server = fresh_server(OPENJEV_FAKE_LATENCY="600", OPENJEV_REQUEST_TIMEOUT="900", OPENJEV_SHUTDOWN_TIMEOUT="2")
+    assert server.proc is not None
+    workers = server.worker_pids()
+    assert workers
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(post_json, server.url, spec_request(state="stuck at shutdown"), timeout=60)
+
+        def in_flight() -> bool:
+            metrics = http_request(server.url, "GET", "/metrics", timeout=5).body.decode()
+            return "openjev_evaluations_running 1.0" in metrics
+
+        assert wait_until(in_flight, 15)
+        for pid in (server.pid, *workers):
+            os.kill(pid, signal.SIGTERM)
+        code = server.proc.wait(30)  # the in-flight call alone would last 600 s
+    assert code == 0, server.output()
+    assert wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in workers), 10)
+    assert "refused to gracefully stop" in server.output()
