@@ -551,23 +551,34 @@ def test_other_answers_in_a_request_are_independent_too(server: ServerProcess) -
 # Docs and schema
 
 
-def test_scalar_reference_at_root(server: ServerProcess) -> None:
-    reply = http_request(server.url, "GET", "/")
+def page_assets(server: ServerProcess, path: str) -> tuple[str, dict[str, Reply]]:
+    """A docs page and every script and stylesheet it references, fetched from the server itself."""
+    reply = http_request(server.url, "GET", path)
     assert reply.status == 200
     assert reply.headers["content-type"].startswith("text/html")
+    assert "script-src 'self'" in reply.headers["content-security-policy"]
     html = reply.body.decode()
-    assert re.search(r"@scalar/api-reference@\d+\.\d+\.\d+", html), "Scalar version is not pinned"
-    assert "/openapi.json" in html
+    references = re.findall(r'(?:src|href)="([^"]*)"', html)
+    assert all(ref.startswith("/docs/assets/") for ref in references), references
+    return html, {ref: http_request(server.url, "GET", ref) for ref in references}
+
+
+def test_scalar_reference_at_root(server: ServerProcess) -> None:
+    html, assets = page_assets(server, "/")
+    assert 'data-url="/openapi.json"' in html
+    [(name, script)] = assets.items()
+    assert re.fullmatch(r"/docs/assets/scalar-\d+\.\d+\.\d+\.js", name), "Scalar version is not pinned"
+    assert script.status == 200 and script.headers["content-type"].startswith("text/javascript")
+    assert b"@scalar/api-reference" in script.body
 
 
 def test_swagger_at_docs(server: ServerProcess) -> None:
-    reply = http_request(server.url, "GET", "/docs")
-    assert reply.status == 200
-    assert reply.headers["content-type"].startswith("text/html")
-    html = reply.body.decode()
-    assert re.search(r"swagger-ui-dist@\d+\.\d+\.\d+", html), "Swagger UI version is not pinned"
-    assert "SwaggerUIBundle" in html
-    assert "/openapi.json" in html
+    _, assets = page_assets(server, "/docs")
+    names = sorted(assets)
+    assert any(re.fullmatch(r"/docs/assets/swagger-ui-\d+\.\d+\.\d+\.js", n) for n in names), names
+    assert all(reply.status == 200 for reply in assets.values())
+    init = next(reply.body.decode() for name, reply in assets.items() if "swagger-init" in name)
+    assert "SwaggerUIBundle" in init and "/openapi.json" in init
 
 
 def check_openapi(document: dict[str, Any]) -> dict[str, Any]:
