@@ -112,6 +112,7 @@ def _schema(args: argparse.Namespace) -> int:
     from openjev.http.app import create_app
     from openjev.http.openapi_docs import openapi_document
 
+    # The environment's limits and key on the fake backend: the `model` names are the fake's, not the served model's.
     app = create_app(load_settings(backend="fake"))
     sys.stdout.write(msgspec.json.format(msgspec.json.encode(openapi_document(app))).decode() + "\n")
     return 0
