@@ -103,6 +103,7 @@ def serve_api(settings: Settings, env: Mapping[str, str]) -> int:
         workers=1,
         factory=True,
         log_access=False,
+        workers_kill_timeout=settings.shutdown_timeout,  # a worker stuck in shutdown is killed, never awaited forever
     ).serve()
     return 0
 
@@ -111,6 +112,7 @@ def _schema(args: argparse.Namespace) -> int:
     from openjev.http.app import create_app
     from openjev.http.openapi_docs import openapi_document
 
+    # The environment's limits and key on the fake backend: the `model` names are the fake's, not the served model's.
     app = create_app(load_settings(backend="fake"))
     sys.stdout.write(msgspec.json.format(msgspec.json.encode(openapi_document(app))).decode() + "\n")
     return 0

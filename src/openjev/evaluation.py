@@ -30,10 +30,10 @@ from openjev.domain.errors import BackendTimeout, OpenJevError
 from openjev.domain.labels import LabelSet
 from openjev.domain.limits import Limits
 from openjev.domain.ports import CallUsage, LabelScores, PromptCodec, ScoringBackend
-from openjev.domain.prompt import Branch, PromptPlan, build_plan, content_free
+from openjev.domain.prompt import Branch, PromptPlan, build_plan, content_free, token_floors
 from openjev.domain.request_parsing import decode_request
 from openjev.domain.scoring_math import ConfidenceFormula
-from openjev.domain.validation import check_model, validate_request, validate_tokens
+from openjev.domain.validation import check_model, validate_request, validate_token_floor, validate_tokens
 from openjev.domain.wire import (
     Answer,
     ChoiceQuestion,
@@ -138,6 +138,9 @@ class Evaluator:
                 return option_orders(len(question.criteria), policy.max_orders)
             return ((),)
 
+        # What cannot fit is refused from the byte counts, before tokenizing (seconds for a large state).
+        prefix_floor, question_floors = token_floors(request.state, request.questions, self._codec, self._labels)
+        validate_token_floor(prefix_floor, question_floors, self._limits, self._branch_limit)
         plan = build_plan(request.state, request.questions, self._codec, self._labels, orders)
         validate_tokens(plan, self._limits, self._branch_limit)
         calibrated = {qid: q for qid, q in request.questions.items() if policy.calibrate and calibrates(q)}

@@ -72,6 +72,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # seconds, at `body_min_rate` bytes a second on average (0: no minimum); else 408.
     body_timeout: PositiveFloat = 30.0
     body_min_rate: Annotated[int, msgspec.Meta(ge=0)] = 1024
+    # After SIGTERM, seconds the worker gets to finish in-flight requests and stop its backend; then
+    # it is killed. Granian would otherwise wait for it forever, its port already closed.
+    shutdown_timeout: Annotated[int, msgspec.Meta(ge=1, le=1800)] = 30
 
     # Answers.
     temperature: PositiveFloat = 1.0

@@ -7,6 +7,7 @@ import gzip
 import json
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -17,8 +18,9 @@ from litestar.types import ReceiveMessage
 
 from openjev.adapters.fake.backend import FakeBackend
 from openjev.adapters.fake.build import build_runtime
+from openjev.adapters.hf_codec import HFCodec
 from openjev.domain.errors import BackendError, BackendUnavailable
-from openjev.domain.ports import BackendHealth, LabelScores
+from openjev.domain.ports import BackendHealth, ChatMessage, LabelScores
 from openjev.evaluation import Evaluator, Prepared
 from openjev.http import body
 from openjev.http.app import create_app
@@ -27,6 +29,7 @@ from openjev.http.errors import BadBody, BadEncoding, BodyTimeout
 from openjev.http.openapi_docs import EXAMPLE_REQUEST
 from openjev.settings import load_settings
 from tests.api.conftest import LOCAL, Client
+from tests.assets import qwen3_tokenizer_dir
 
 pytestmark = pytest.mark.anyio
 BODY = json.dumps(EXAMPLE_REQUEST).encode()
@@ -220,6 +223,57 @@ async def test_prompt_preparation_is_admitted(server: Any) -> None:
         evaluator.prepare = prepare  # type: ignore[method-assign]
         assert (await client.post("/v1/systemone", json=EXAMPLE_REQUEST)).status_code == 200
     assert seen == [1]
+
+
+# -- What cannot fit is refused before its text is tokenized ----------------------------------
+
+
+class _CountingCodec:
+    """The Qwen3 tokenizer, counting the caller characters it is asked to tokenize."""
+
+    def __init__(self) -> None:
+        self.inner = HFCodec.load(str(qwen3_tokenizer_dir()))
+        self.caller_chars = 0
+
+    def render(self, messages: Sequence[ChatMessage]) -> str:
+        return self.inner.render(messages)
+
+    def encode_template(self, text: str) -> list[int]:
+        return self.inner.encode_template(text)
+
+    def encode_caller_text(self, text: str) -> list[int]:
+        self.caller_chars += len(text)
+        return self.inner.encode_caller_text(text)
+
+    def min_tokens(self, text: str) -> int:
+        return self.inner.min_tokens(text)
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return self.inner.decode(token_ids)
+
+
+async def test_a_state_that_cannot_fit_is_refused_before_it_is_tokenized() -> None:
+    settings = load_settings({"OPENJEV_BACKEND": "fake"})
+    codec = _CountingCodec()
+    app = create_app(settings, replace(build_runtime(settings), load_codec=lambda: codec))
+    huge = ("The quick brown fox jumps over the lazy dog. " * 45_000)[:2_000_000]
+    fitting = huge[:100_000]  # ~22,000 tokens: under the 32,768 per question
+    async with AsyncTestClient(app=app, base_url=LOCAL) as client:
+        for _ in range(500):
+            if app.state.service.evaluator is not None:
+                break
+            await asyncio.sleep(0.01)
+        codec.caller_chars = 0
+        refused = await client.post("/v1/systemone", json={**EXAMPLE_REQUEST, "state": huge})
+        refused_chars = codec.caller_chars
+        answered = await client.post("/v1/systemone", json={**EXAMPLE_REQUEST, "state": fitting})
+    assert refused.status_code == 422
+    issue = refused.json()["detail"][0]
+    assert issue["type"] == "tokens_exceeded" and issue["loc"][:2] == ["body", "questions"]
+    assert "needs at least" in issue["msg"] and "the limit per question is 32768" in issue["msg"]
+    assert refused_chars == 0  # not one character of the state (or the questions) was tokenized
+    assert answered.status_code == 200, answered.text
+    assert codec.caller_chars > len(fitting)
 
 
 # -- Error texts: no internal URLs or backend stack text to clients --------------------------

@@ -1,15 +1,17 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from openjev.adapters.fake.backend import FakeBackend
 from openjev.adapters.fake.build import build_runtime
 from openjev.domain.ports import BackendHealth
 from openjev.http.app import create_app
-from openjev.http.openapi_docs import EXAMPLE_REQUEST, SCALAR_VERSION, SWAGGER_VERSION
+from openjev.http.docs_pages import ASSETS, SCALAR_VERSION, SWAGGER_VERSION
+from openjev.http.openapi_docs import EXAMPLE_REQUEST
 from openjev.settings import load_settings
-from tests.api.conftest import LOCAL, Client
+from tests.api.conftest import LOCAL, Client, running
 
 
 async def test_models_in_both_shapes(client: Client) -> None:
@@ -130,16 +132,66 @@ async def test_docs_pages_and_schema(client: Client) -> None:
     scalar = await client.get("/")
     swagger = await client.get("/docs")
     schema = (await client.get("/openapi.json")).json()
-    assert scalar.status_code == 200 and f"@scalar/api-reference@{SCALAR_VERSION}" in scalar.text
-    assert "/openapi.json" in scalar.text
-    assert swagger.status_code == 200 and f"swagger-ui-dist@{SWAGGER_VERSION}" in swagger.text
+    assert scalar.status_code == 200 and f"/docs/assets/scalar-{SCALAR_VERSION}.js" in scalar.text
+    assert 'data-url="/openapi.json"' in scalar.text
+    assert swagger.status_code == 200 and f"/docs/assets/swagger-ui-{SWAGGER_VERSION}.js" in swagger.text
     body = schema["paths"]["/v1/systemone"]["post"]["requestBody"]["content"]["application/json"]
     assert body["schema"] == {"$ref": "#/components/schemas/SystemOneRequest"}
     assert body["examples"]["support_ticket"]["value"] == EXAMPLE_REQUEST
     assert "SystemOneResponse" in schema["components"]["schemas"]
-    assert {"200", "400", "401", "413", "422", "503", "504", "529"} <= set(
-        schema["paths"]["/v1/systemone"]["post"]["responses"]
-    )
+    responses = set(schema["paths"]["/v1/systemone"]["post"]["responses"])
+    assert {"200", "400", "413", "422", "503", "504", "529"} <= responses
+    assert "401" not in responses and "securitySchemes" not in schema["components"]  # no key: no 401
+
+
+async def test_the_document_states_the_limits_key_and_models_in_force() -> None:
+    env = {"OPENJEV_API_KEY": "k", "OPENJEV_MAX_QUESTIONS": "5", "OPENJEV_MAX_OPTIONS": "7"}
+    async with running(env) as client:
+        schema = (await client.get("/openapi.json")).json()
+        assert (await client.get("/schema")).status_code == 404  # one document only
+        assert (await client.get("/schema/openapi.json")).status_code == 404
+    components = schema["components"]
+    assert components["securitySchemes"]["bearerKey"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": components["securitySchemes"]["bearerKey"]["description"],
+    }
+    for path in ("/v1/systemone", "/v1/models", "/v1/limits"):
+        operation = next(iter(schema["paths"][path].values()))
+        assert operation["security"] == [{"bearerKey": []}] and "401" in operation["responses"]
+    assert "security" not in schema["paths"]["/health"]["get"]
+    assert "503" in schema["paths"]["/health"]["get"]["responses"]
+    request = components["schemas"]["SystemOneRequest"]["properties"]
+    assert (request["questions"]["minProperties"], request["questions"]["maxProperties"]) == (1, 5)
+    assert request["model"]["enum"] == ["jev-latest", "openjev/fake"]
+    assert request["assets"]["type"] == "null"
+    choice = components["schemas"]["ChoiceQuestion"]["properties"]["criteria"]
+    score = components["schemas"]["ScoreQuestion"]["properties"]["criteria"]
+    assert (choice["minProperties"], choice["maxProperties"], score["minItems"], score["maxItems"]) == (2, 7, 2, 7)
+
+
+LOCAL_REFERENCE = re.compile(r'(?:src|href)="([^"]*)"')
+
+
+async def test_docs_pages_use_only_assets_the_server_serves(client: Client) -> None:
+    for page in ("/", "/docs"):
+        response = await client.get(page)
+        policy = response.headers["content-security-policy"]
+        assert "script-src 'self';" in policy and "default-src 'none'" in policy and "connect-src 'self'" in policy
+        assert "<script>" not in response.text  # no inline script: the policy allows none
+        references = LOCAL_REFERENCE.findall(response.text)
+        assert references and all(ref.startswith("/docs/assets/") for ref in references), references
+        for ref in references:
+            asset = await client.get(ref)
+            assert asset.status_code == 200, ref
+            expected = "text/css" if ref.endswith(".css") else "text/javascript"
+            assert asset.headers["content-type"].startswith(expected)
+            assert "immutable" in asset.headers["cache-control"]
+    assert {f"scalar-{SCALAR_VERSION}.js", f"swagger-ui-{SWAGGER_VERSION}.js"} <= set(ASSETS)
+    scalar = await client.get(f"/docs/assets/scalar-{SCALAR_VERSION}.js")
+    assert len(scalar.content) > 1_000_000  # the whole standalone bundle, from the installed package
+    assert (await client.get("/docs/assets/../openapi.json")).status_code == 404
+    assert (await client.get("/docs/assets/nothing.js")).status_code == 404
 
 
 async def test_unknown_routes_are_json_404(client: Client) -> None:

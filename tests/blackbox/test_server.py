@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import os
 import re
 import signal
 import subprocess
@@ -550,23 +551,34 @@ def test_other_answers_in_a_request_are_independent_too(server: ServerProcess) -
 # Docs and schema
 
 
-def test_scalar_reference_at_root(server: ServerProcess) -> None:
-    reply = http_request(server.url, "GET", "/")
+def page_assets(server: ServerProcess, path: str) -> tuple[str, dict[str, Reply]]:
+    """A docs page and every script and stylesheet it references, fetched from the server itself."""
+    reply = http_request(server.url, "GET", path)
     assert reply.status == 200
     assert reply.headers["content-type"].startswith("text/html")
+    assert "script-src 'self'" in reply.headers["content-security-policy"]
     html = reply.body.decode()
-    assert re.search(r"@scalar/api-reference@\d+\.\d+\.\d+", html), "Scalar version is not pinned"
-    assert "/openapi.json" in html
+    references = re.findall(r'(?:src|href)="([^"]*)"', html)
+    assert all(ref.startswith("/docs/assets/") for ref in references), references
+    return html, {ref: http_request(server.url, "GET", ref) for ref in references}
+
+
+def test_scalar_reference_at_root(server: ServerProcess) -> None:
+    html, assets = page_assets(server, "/")
+    assert 'data-url="/openapi.json"' in html
+    [(name, script)] = assets.items()
+    assert re.fullmatch(r"/docs/assets/scalar-\d+\.\d+\.\d+\.js", name), "Scalar version is not pinned"
+    assert script.status == 200 and script.headers["content-type"].startswith("text/javascript")
+    assert b"@scalar/api-reference" in script.body
 
 
 def test_swagger_at_docs(server: ServerProcess) -> None:
-    reply = http_request(server.url, "GET", "/docs")
-    assert reply.status == 200
-    assert reply.headers["content-type"].startswith("text/html")
-    html = reply.body.decode()
-    assert re.search(r"swagger-ui-dist@\d+\.\d+\.\d+", html), "Swagger UI version is not pinned"
-    assert "SwaggerUIBundle" in html
-    assert "/openapi.json" in html
+    _, assets = page_assets(server, "/docs")
+    names = sorted(assets)
+    assert any(re.fullmatch(r"/docs/assets/swagger-ui-\d+\.\d+\.\d+\.js", n) for n in names), names
+    assert all(reply.status == 200 for reply in assets.values())
+    init = next(reply.body.decode() for name, reply in assets.items() if "swagger-init" in name)
+    assert "SwaggerUIBundle" in init and "/openapi.json" in init
 
 
 def check_openapi(document: dict[str, Any]) -> dict[str, Any]:
@@ -656,3 +668,31 @@ def test_sigterm_stops_the_server_with_exit_code_0(fresh_server: Callable[..., S
     assert reply.status == 200, "the in-flight request was cut by a graceful shutdown"
     with pytest.raises(OSError):
         http_request(server.url, "GET", "/health", timeout=2)
+
+
+def test_sigterm_to_the_server_and_its_worker_stops_both_within_the_shutdown_timeout(
+    fresh_server: Callable[..., ServerProcess],
+) -> None:
+    """A worker that cannot finish its in-flight work is killed after OPENJEV_SHUTDOWN_TIMEOUT.
+
+    Granian's default is to wait for it forever, the port already closed: the server once stayed
+    alive 17 minutes after SIGTERM reached it, its worker and `uv` at once.
+    """
+    server = fresh_server(OPENJEV_FAKE_LATENCY="600", OPENJEV_REQUEST_TIMEOUT="900", OPENJEV_SHUTDOWN_TIMEOUT="2")
+    assert server.proc is not None
+    workers = server.worker_pids()
+    assert workers
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(post_json, server.url, spec_request(state="stuck at shutdown"), timeout=60)
+
+        def in_flight() -> bool:
+            metrics = http_request(server.url, "GET", "/metrics", timeout=5).body.decode()
+            return "openjev_evaluations_running 1.0" in metrics
+
+        assert wait_until(in_flight, 15)
+        for pid in (server.pid, *workers):
+            os.kill(pid, signal.SIGTERM)
+        code = server.proc.wait(30)  # the in-flight call alone would last 600 s
+    assert code == 0, server.output()
+    assert wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in workers), 10)
+    assert "refused to gracefully stop" in server.output()

@@ -408,6 +408,9 @@ async def test_check_codec_refuses_a_codec_that_disagrees_with_the_engine(backen
         def encode_caller_text(self, text: str) -> list[int]:
             return self.encode_template(text)
 
+        def min_tokens(self, text: str) -> int:
+            return 0
+
         def decode(self, token_ids: Any) -> str:
             return ""
 

@@ -16,6 +16,7 @@ from openjev.adapters.embedded.gguf_codec import GGUFCodec, build_tokenizer
 from openjev.adapters.embedded.model import read_gguf_metadata, smollm2_path
 from openjev.domain.errors import StartupError
 from openjev.domain.ports import ChatMessage
+from tests.test_token_floor import texts as floor_texts
 
 
 @pytest.fixture(scope="module")
@@ -114,3 +115,11 @@ def test_caller_text_never_yields_control_tokens(codec: GGUFCodec) -> None:
     assert 1 not in plain and 2 not in plain
     assert codec.decode(plain) == injected
     assert codec.encode_caller_text("plain words only") == codec.encode_template("plain words only")
+
+
+@settings(max_examples=200, deadline=None)
+@given(floor_texts)
+def test_the_token_floor_never_exceeds_the_real_count(codec: GGUFCodec, text: str) -> None:
+    floor = codec.min_tokens(text)
+    assert floor <= len(codec.encode_caller_text(text))
+    assert floor > 0 or not text.strip()  # a byte-level BPE: the bound is known

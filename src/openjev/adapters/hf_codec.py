@@ -11,6 +11,7 @@ from tokenizers import Tokenizer
 
 from openjev.adapters.bounded_memo import BoundedMemo
 from openjev.adapters.chat_template import render_chat_template
+from openjev.adapters.token_floor import for_tokenizer
 from openjev.domain.errors import StartupError
 from openjev.domain.ports import ChatMessage
 
@@ -34,6 +35,7 @@ class HFCodec:
     def __init__(self, tokenizer: Tokenizer, chat_template: str, *, bos_token: str = "", eos_token: str = "") -> None:
         self._tokenizer = tokenizer
         self._plain = plain_text_twin(tokenizer)
+        self._floor = for_tokenizer(self._plain)
         self._template = chat_template
         self._bos = bos_token
         self._eos = eos_token
@@ -90,6 +92,14 @@ class HFCodec:
         """`key` is (text, special tokens recognised): the trusted or the plain-text tokenizer."""
         text, special = key
         return _encode(self._tokenizer if special else self._plain, text)
+
+    def min_tokens(self, text: str) -> int:
+        if self._floor is None:
+            return 0
+        floor, normalizer = self._floor
+        if normalizer is not None and not text.isascii():  # a Unicode normalization leaves ASCII as it is
+            text = normalizer.normalize_str(text)
+        return floor.of(text.encode())
 
     def decode(self, token_ids: Sequence[int]) -> str:
         text: str = self._tokenizer.decode(list(token_ids), skip_special_tokens=False)

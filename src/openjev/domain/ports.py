@@ -95,4 +95,10 @@ class PromptCodec(Protocol):
         This is what keeps a state from closing its own turn and writing an answer for the model.
         """
 
+    def min_tokens(self, text: str) -> int:
+        """A lower bound on `len(encode_caller_text(text))`, computed without tokenizing (0 when none is known).
+
+        It must never exceed the real count: a request is refused on it before its text is tokenized.
+        """
+
     def decode(self, token_ids: Sequence[int]) -> str: ...

@@ -254,6 +254,19 @@ def _subject(state: TextValue) -> str:
     return "conversation" if is_transcript(state) else "data"
 
 
+def token_floors(
+    state: TextValue, questions: Mapping[str, Question], codec: PromptCodec, labels: LabelSet
+) -> tuple[int, dict[str, int]]:
+    """Lower bounds on the prefix's tokens and on each question's suffix tokens, with nothing tokenized.
+
+    Only the caller's text counts (the template adds more). The bound depends on the bytes alone,
+    so a question shown in another option order has the same one.
+    """
+    subject = "conversation" if is_transcript(state) else "data"
+    prefix = sum(codec.min_tokens(message.content) for message in state_messages(state))
+    return prefix, {qid: codec.min_tokens(question_text(q, labels, subject)) for qid, q in questions.items()}
+
+
 def content_free(state: TextValue, placeholder: str) -> TextValue:
     """A state of the same form (text or conversation) that carries no evidence, for measuring a prior."""
     if is_transcript(state):

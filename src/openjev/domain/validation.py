@@ -5,7 +5,7 @@ See docs/spec.md#the-request and docs/spec.md#limits-and-errors.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from openjev.domain.errors import InvalidRequest, Issue, UnknownModel
@@ -103,27 +103,48 @@ def check_model(model: str, accepted: Collection[str]) -> None:
 
 def validate_tokens(plan: PromptPlan, limits: Limits, branch_limit: int) -> None:
     """Per-branch context (prompt + the one answer token) and the request's total token budget."""
-    issues: list[Issue] = []
     prefix = len(plan.prefix_ids)
-    for branch in plan.branches:
-        needed = prefix + len(branch.suffix_ids) + 1
-        if needed > branch_limit:
-            issues.append(
-                Issue(
-                    ("body", "questions", branch.question_id),
-                    f"this question's prompt needs {needed} tokens (state {prefix}, question "
-                    f"{len(branch.suffix_ids)}, answer 1); the limit per question is {branch_limit}",
-                    "tokens_exceeded",
-                )
-            )
+    issues = [
+        _branch_issue(branch.question_id, prefix, len(branch.suffix_ids), branch_limit, "")
+        for branch in plan.branches
+        if prefix + len(branch.suffix_ids) + 1 > branch_limit
+    ]
     if plan.total_tokens > limits.max_total_input_tokens:
-        issues.append(
-            Issue(
-                ("body",),
-                f"the request needs {plan.total_tokens} input tokens (state once plus every question); "
-                f"the limit is {limits.max_total_input_tokens}",
-                "tokens_exceeded",
-            )
-        )
+        issues.append(_total_issue(plan.total_tokens, limits, ""))
     if issues:
         raise InvalidRequest(issues)
+
+
+def validate_token_floor(prefix: int, questions: Mapping[str, int], limits: Limits, branch_limit: int) -> None:
+    """The same limits on lower bounds of the token counts, checked before anything is tokenized.
+
+    Refuses only what cannot fit whatever the exact counts turn out to be.
+    """
+    issues = [
+        _branch_issue(qid, prefix, suffix, branch_limit, "at least ")
+        for qid, suffix in questions.items()
+        if prefix + suffix + 1 > branch_limit
+    ]
+    total = prefix + sum(questions.values())
+    if total > limits.max_total_input_tokens:
+        issues.append(_total_issue(total, limits, "at least "))
+    if issues:
+        raise InvalidRequest(issues)
+
+
+def _branch_issue(question_id: str, prefix: int, suffix: int, branch_limit: int, bound: str) -> Issue:
+    return Issue(
+        ("body", "questions", question_id),
+        f"this question's prompt needs {bound}{prefix + suffix + 1} tokens (state {bound}{prefix}, question "
+        f"{bound}{suffix}, answer 1); the limit per question is {branch_limit}",
+        "tokens_exceeded",
+    )
+
+
+def _total_issue(total: int, limits: Limits, bound: str) -> Issue:
+    return Issue(
+        ("body",),
+        f"the request needs {bound}{total} input tokens (state once plus every question); "
+        f"the limit is {limits.max_total_input_tokens}",
+        "tokens_exceeded",
+    )

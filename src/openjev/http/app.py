@@ -8,14 +8,12 @@ from contextlib import asynccontextmanager
 from litestar import Litestar, Router
 from litestar.exceptions import HTTPException
 from litestar.middleware import DefineMiddleware
-from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import JsonRenderPlugin
 from prometheus_client import CollectorRegistry
 
 import openjev
 from openjev.bootstrap import build_runtime
 from openjev.domain.errors import OpenJevError
-from openjev.http import openapi_docs, routes
+from openjev.http import docs_pages, openapi_docs, routes
 from openjev.http.errors import http_exception_response, internal_error_response, openjev_error_response
 from openjev.http.lifecycle import AppState, ServiceLifecycle
 from openjev.http.metrics import Metrics
@@ -29,8 +27,6 @@ from openjev.listen import is_loopback
 from openjev.logs import configure_logging
 from openjev.runtime import Runtime
 from openjev.settings import Settings, load_settings
-
-TITLE = "openjev — System One API"
 
 
 def create_app(
@@ -69,9 +65,9 @@ def create_app(
         route_handlers=[
             protected,
             *open_routes,
-            openapi_docs.scalar,
-            openapi_docs.swagger,
-            openapi_docs.openapi_json,
+            docs_pages.scalar,
+            docs_pages.swagger,
+            docs_pages.asset,
         ],
         state=AppState({"service": service}),
         lifespan=[lifespan],
@@ -85,12 +81,10 @@ def create_app(
             HTTPException: http_exception_response,
             Exception: internal_error_response,
         },
-        openapi_config=OpenAPIConfig(
-            title=TITLE,
-            version=openjev.__version__,
-            description="Typed decisions read from an open LLM's first answer token. See /docs for Swagger UI.",
-            path="/schema",
-            render_plugins=[JsonRenderPlugin()],
+        openapi_config=openapi_docs.document_config(
+            openapi_docs.TITLE,
+            openjev.__version__,
+            "Typed decisions read from an open LLM's first answer token. See /docs for Swagger UI.",
         ),
         request_max_body_size=None,  # read_body enforces the limit, on the inflated bytes too
         logging_config=None,

@@ -1,13 +1,12 @@
-"""The OpenAPI document at /openapi.json and the two UIs on it: Scalar at / and Swagger UI at /docs.
+"""The OpenAPI document at /openapi.json (the UIs on it are in `docs_pages`).
 
 The System One route reads its body itself (strict, single pass, with inflation limits), so its
 request body is described by `SystemOneOperation` (Litestar's `operation_class`) and its error
 responses by `ResponseSpec`s. The request's msgspec schema components are added to the document
 once, because Litestar only generates components for types a handler receives.
 
-The UI pages come from Litestar's render plugins with pinned asset versions (from the jsDelivr
-CDN: the browser fetches them, the server serves no assets). Both UIs load the one document at
-/openapi.json; Litestar's own schema router stays at /schema.
+The document is served by Litestar's schema router, mounted at /openapi.json (nothing is served at
+/schema); `openapi_exact` completes it with the settings in force.
 """
 
 from __future__ import annotations
@@ -16,18 +15,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-from litestar import Litestar, Request, get
-from litestar.datastructures import ResponseHeader, State
-from litestar.enums import MediaType
+from litestar import Litestar, Request
+from litestar.datastructures import ResponseHeader
+from litestar.enums import OpenAPIMediaType as OpenAPIMediaTypeName
+from litestar.openapi import OpenAPIConfig
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
+from litestar.openapi.plugins import JsonRenderPlugin
 from litestar.openapi.spec import Example, OpenAPIMediaType, Operation, Reference, RequestBody
 
 from openjev.domain.wire import SystemOneRequest
+from openjev.http.openapi_exact import complete_document
 from openjev.http.schemas import ErrorBody, ValidationErrorBody
 
-SCALAR_VERSION = "1.76.0"
-SWAGGER_VERSION = "5.35.0"
+TITLE = "openjev — System One API"
 OPENAPI_PATH = "/openapi.json"
 
 EXAMPLE_REQUEST: dict[str, Any] = {
@@ -74,7 +74,6 @@ def _error(description: str, body: type[msgspec.Struct] = ErrorBody) -> Response
 
 SYSTEM_ONE_RESPONSES: dict[int, ResponseSpec] = {
     400: _error("Unknown model (`detail.error_type: unknown_model`)."),
-    401: _error("Missing or wrong bearer key, when the server has one (`authentication_error`)."),
     413: _error("Body (or its decompressed form) over the size limit (`request_too_large`)."),
     415: _error("Unsupported Content-Encoding (identity, gzip and zstd are accepted)."),
     422: _error("Invalid request: `detail` is a list of `{loc, msg, type}`.", ValidationErrorBody),
@@ -100,65 +99,42 @@ SYSTEM_ONE_HEADERS = [  # documented only: the handler sets them (a header's sch
 
 
 def openapi_document(app: Litestar) -> dict[str, Any]:
-    """Litestar's document plus the request's schema components; built once per app."""
+    """Litestar's document plus the request's schema components and the settings in force; built once per app."""
     cached: dict[str, Any] | None = getattr(app.state, "openapi_document", None)
     if cached is None:
         cached = app.openapi_schema.to_schema()
         _, components = msgspec.json.schema_components([SystemOneRequest], ref_template="#/components/schemas/{name}")
         cached.setdefault("components", {}).setdefault("schemas", {}).update(components)
+        service = app.state.service
+        complete_document(
+            cached,
+            limits=service.limits,
+            models=service.accepted_models,
+            keyed=service.settings.api_key is not None,
+        )
         app.state.openapi_document = cached
     return cached
 
 
-class _ScalarOnSchema(ScalarRenderPlugin):
-    @staticmethod
-    def get_openapi_json_route(request: Request[Any, Any, Any]) -> str:
-        return OPENAPI_PATH
+class DocumentPlugin(JsonRenderPlugin):
+    """Litestar's own schema route, serving the completed document at /openapi.json and nothing at /schema.
 
+    Litestar always mounts a schema router; mounted at /openapi.json with this plugin at its root,
+    it serves the one document there (anything below it is a 404).
+    """
 
-class _SwaggerOnSchema(SwaggerRenderPlugin):
-    """Swagger UI that loads /openapi.json (the plugin's own page inlines a copy of the document)."""
+    def __init__(self) -> None:
+        super().__init__(path="/", media_type=OpenAPIMediaTypeName.OPENAPI_JSON)
 
     def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
-        title = openapi_schema["info"]["title"]
-        return f"""<!doctype html>
-<html>
-  <head>
-    <title>{title}</title>
-    <meta charset="utf-8"/>
-    <link rel="stylesheet" href="{self.css_url}"/>
-  </head>
-  <body>
-    <div id="swagger-ui"></div>
-    <script src="{self.js_url}" crossorigin></script>
-    <script>
-      window.ui = SwaggerUIBundle({{url: "{OPENAPI_PATH}", dom_id: "#swagger-ui", tryItOutEnabled: true}});
-    </script>
-  </body>
-</html>
-""".encode()
+        return msgspec.json.encode(openapi_document(request.app))
 
 
-SCALAR = _ScalarOnSchema(
-    version=SCALAR_VERSION,
-    css_url=f"https://cdn.jsdelivr.net/npm/@scalar/api-reference@{SCALAR_VERSION}/dist/style.css",
-    path="/",
-    favicon="",
-    options={"hideDownloadButton": False},
-)
-SWAGGER = _SwaggerOnSchema(version=SWAGGER_VERSION, path="/docs", favicon="")
-
-
-@get("/", include_in_schema=False, media_type=MediaType.HTML, sync_to_thread=False)
-def scalar(request: Request[None, None, State]) -> bytes:
-    return SCALAR.render(request, openapi_document(request.app))
-
-
-@get("/docs", include_in_schema=False, media_type=MediaType.HTML, sync_to_thread=False)
-def swagger(request: Request[None, None, State]) -> bytes:
-    return SWAGGER.render(request, openapi_document(request.app))
-
-
-@get(OPENAPI_PATH, include_in_schema=False, sync_to_thread=False, media_type="application/vnd.oai.openapi+json")
-def openapi_json(request: Request[None, None, State]) -> dict[str, Any]:
-    return openapi_document(request.app)
+def document_config(title: str, version: str, description: str) -> OpenAPIConfig:
+    return OpenAPIConfig(
+        title=title,
+        version=version,
+        description=description,
+        path=OPENAPI_PATH,
+        render_plugins=[DocumentPlugin()],
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from openjev.adapters.chat_template import render_chat_template
+from openjev.adapters.token_floor import ByteTokenFloor
 from openjev.domain.labels import NO, YES, candidate_labels
 from openjev.domain.ports import ChatMessage
 
@@ -29,6 +30,7 @@ class ChatMLByteCodec:
             self._pieces[piece.encode()] = _BYTE_BASE + 256 + i
         self._by_id: dict[int, bytes] = {v: k for k, v in self._pieces.items()}
         self._longest = max(len(p) for p in self._pieces)
+        self._floor = ByteTokenFloor.from_tokens([*self._pieces, *(bytes([b]) for b in range(256))])
 
     def render(self, messages: Sequence[ChatMessage]) -> str:
         return render_chat_template(CHATML_TEMPLATE, messages)
@@ -46,6 +48,9 @@ class ChatMLByteCodec:
 
     def encode_caller_text(self, text: str) -> list[int]:
         return self._encode_plain(text.encode())
+
+    def min_tokens(self, text: str) -> int:
+        return self._floor.of(text.encode())
 
     def _encode_plain(self, data: bytes) -> list[int]:
         ids: list[int] = []
