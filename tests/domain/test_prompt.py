@@ -125,7 +125,8 @@ def test_what_every_question_shares_is_in_the_prefix(state: Any, subject: str) -
     suffixes = [CODEC.decode(b.suffix_ids) for b in plan.branches]
     assert suffixes[0] == " Refund?\nAnswer with Yes or No.<|im_end|>\n<|im_start|>assistant\nAnswer:"
     assert suffixes[1] == (
-        " Team?\nA) Payments\nB) Bugs\nAnswer with the letter of the best option.<|im_end|>\n<|im_start|>assistant\nAnswer:"
+        " Team?\nA) Payments\nB) Bugs\nAnswer with the letter of the best option."
+        "<|im_end|>\n<|im_start|>assistant\nAnswer:"
     )
 
 

@@ -262,9 +262,8 @@ def token_floors(
     Only the caller's text counts (the template adds more). The bound depends on the bytes alone,
     so a question shown in another option order has the same one.
     """
-    subject = "conversation" if is_transcript(state) else "data"
     prefix = sum(codec.min_tokens(message.content) for message in state_messages(state))
-    return prefix, {qid: codec.min_tokens(question_text(q, labels, subject)) for qid, q in questions.items()}
+    return prefix, {qid: codec.min_tokens(question_text(q, labels)) for qid, q in questions.items()}
 
 
 def content_free(state: TextValue, placeholder: str) -> TextValue:
