@@ -13,8 +13,8 @@ In one run, on the same model file and the same number of threads:
   question, the option names for a choice, the level names for a score), through llama.cpp's
   JSON-schema support (`response_format`), with llama.cpp loaded in this process by xllamacpp with
   openjev's engine parameters, no prompt cache and temperature 0.
-- **prefill rate**: a single prompt of as many tokens as openjev computes per request, no cache,
-  timed by llama.cpp itself. The *compute limit* is openjev's computed tokens divided by that rate:
+- **prefill rate**: a single prompt of as many tokens as openjev computed in the same round, no
+  cache, timed by llama.cpp itself. The *compute limit* is openjev's computed tokens divided by that rate:
   the time the prefill alone needs on this machine, which no scheduling of the calls can beat.
 
 The three are interleaved (one of each per round), so a change of load on a shared machine affects
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_embedded import TWELVE_QUESTIONS, free_port, post, start_server, unique, wait_ready
+from bench_embedded import SPEC_EXAMPLE, TWELVE_QUESTIONS, free_port, post, start_server, unique, wait_ready
 from local_engine import LocalEngine
 
 from openjev.adapters.embedded.llama_engine import available_cpus
@@ -46,6 +46,7 @@ from openjev.adapters.embedded.packaged_models import verify
 
 NAIVE_SYSTEM = "You read the data the user gives you and answer every question about it in JSON."
 MAX_ANSWER_TOKENS = 512
+REQUEST_TIMEOUT = 1800  # seconds: a busy machine must slow the figures down, not fail them
 
 
 @dataclass
@@ -133,7 +134,7 @@ def prefill_rate(engine: LocalEngine, tokens: int, seed: int) -> float:
 
 
 def openjev_request(port: int, n: int) -> Measure:
-    sample = post(port, unique(TWELVE_QUESTIONS, n))
+    sample = post(port, unique(TWELVE_QUESTIONS, n), timeout=REQUEST_TIMEOUT)
     if sample.cached_tokens is None:
         raise RuntimeError("the server did not report its cached tokens (x-openjev-cached-tokens)")
     return Measure(
@@ -180,7 +181,7 @@ def main() -> None:
         verify(packaged, model_path)
     os.environ["OPENJEV_MODEL"] = args.model
     os.environ["OPENJEV_THREADS"] = str(args.threads)
-    os.environ["OPENJEV_REQUEST_TIMEOUT"] = "900"  # a busy machine must slow the figures down, not fail them
+    os.environ["OPENJEV_REQUEST_TIMEOUT"] = str(REQUEST_TIMEOUT)
     port = free_port()
     log = Path(tempfile.mkdtemp(prefix="openjev-bench-")) / "server.log"
     process = start_server(port, log)
@@ -192,12 +193,12 @@ def main() -> None:
     try:
         ready = wait_ready(port, process, timeout=300)
         print(f"server ready in {ready:.1f} s; {args.model}, {args.threads} threads, {os.cpu_count()} CPUs")
-        computed = openjev_request(port, 100_000).prefilled  # first request: lazy initialisation, not measured
-        naive_request(engine, unique(TWELVE_QUESTIONS, 100_000)["state"], questions)
+        post(port, unique(SPEC_EXAMPLE, 100_000), timeout=REQUEST_TIMEOUT)  # lazy initialisation, not measured
+        naive_request(engine, "Ticket 0.", {"refund": questions["refund"]})
         for n in range(args.requests):
             ours.append(openjev_request(port, n))
             naive.append(naive_request(engine, unique(TWELVE_QUESTIONS, n)["state"], questions))
-            rates.append(prefill_rate(engine, computed, seed=n))
+            rates.append(prefill_rate(engine, ours[-1].prefilled, seed=n))
             print(f"  round {n + 1}: openjev {ours[-1].seconds:.2f} s, naive {naive[-1].seconds:.2f} s", flush=True)
     finally:
         engine.close()
@@ -214,10 +215,12 @@ def main() -> None:
     ours_p50 = statistics.median(m.seconds for m in ours)
     naive_p50 = statistics.median(m.seconds for m in naive)
     rate = statistics.median(rates)
-    limit = statistics.mean(m.prefilled for m in ours) / rate
+    computed = statistics.mean(m.prefilled for m in ours)
+    limit = computed / rate
     print(f"\nnaive p50 / openjev p50: x{naive_p50 / ours_p50:.2f} (target >= 2)")
     print(
-        f"prefill rate: {rate:.0f} tok/s (median of {len(rates)} cold prefills of {computed} tokens); "
+        f"prefill rate: {rate:.0f} tok/s (median of {len(rates)} cold prefills, each as long as the round's "
+        f"openjev computed, {computed:.0f} tokens on average); "
         f"compute limit {limit:.2f} s; openjev p50 / compute limit: x{ours_p50 / limit:.2f} (target <= 1.25)"
     )
 

@@ -7,6 +7,7 @@ routes on a private loopback port for JSON replies, and the in-process streaming
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import urllib.request
 from collections.abc import Callable
@@ -26,7 +27,7 @@ class LocalEngine:
         config = EngineConfig(model_path=model_path, threads=threads, parallel_slots=slots, slot_context=4096)
         params = engine_params(config, self._key)
         if slot_files is not None:
-            params.slot_save_path = str(slot_files)
+            params.slot_save_path = f"{slot_files}{os.sep}"  # llama.cpp appends the file name as is
         self._server: Any = xllamacpp.Server(params)
         self._address = str(self._server.listening_address)
 
@@ -37,7 +38,7 @@ class LocalEngine:
             data=json.dumps(body).encode(),
             headers={"Authorization": f"Bearer {self._key}", "Content-Type": "application/json"},
         )
-        with urllib.request.urlopen(request, timeout=600) as response:
+        with urllib.request.urlopen(request, timeout=1800) as response:
             reply: dict[str, Any] = json.loads(response.read())
             return reply
 
