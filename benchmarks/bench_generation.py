@@ -29,8 +29,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -182,6 +184,7 @@ def main() -> None:
     os.environ["OPENJEV_MODEL"] = args.model
     os.environ["OPENJEV_THREADS"] = str(args.threads)
     os.environ["OPENJEV_REQUEST_TIMEOUT"] = str(REQUEST_TIMEOUT)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))  # so the server is stopped too
     port = free_port()
     log = Path(tempfile.mkdtemp(prefix="openjev-bench-")) / "server.log"
     process = start_server(port, log)
