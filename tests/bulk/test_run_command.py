@@ -27,8 +27,9 @@ ROWS = [{"id": f"r{i}", "text": f"Review number {i}: the soup was cold."} for i 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    # Each call takes 20 ms, so a run of 30 rows lasts long enough to be interrupted.
-    with openjev_server("--backend", "fake", env={"OPENJEV_FAKE_LATENCY": "0.02"}) as url:
+    # Each call takes 100 ms, so a run of 30 rows lasts about 3 s: long enough to be interrupted even
+    # on a busy machine, where the test may take a while to notice the fifth line.
+    with openjev_server("--backend", "fake", env={"OPENJEV_FAKE_LATENCY": "0.1"}) as url:
         wait_ready(url)
         yield url
 
