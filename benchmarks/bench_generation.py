@@ -41,11 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_embedded import SPEC_EXAMPLE, TWELVE_QUESTIONS, free_port, post, start_server, unique, wait_ready
-from local_engine import LocalEngine
-
-from openjev.adapters.embedded.llama_engine import available_cpus
-from openjev.adapters.embedded.model import resolve_model_path
-from openjev.adapters.embedded.packaged_models import verify
+from local_engine import LocalEngine, add_model_arguments, verified_model_path
 
 NAIVE_SYSTEM = "You read the data the user gives you and answer every question about it in JSON."
 MAX_ANSWER_TOKENS = 512
@@ -180,12 +176,9 @@ def print_table(header: list[str], rows: list[list[str]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=8, help="measured rounds (default 8)")
-    parser.add_argument("--model", default="smollm2-135m", help="packaged model name (default smollm2-135m)")
-    parser.add_argument("--threads", type=int, default=available_cpus(), help="llama.cpp threads (default: CPUs)")
+    add_model_arguments(parser)
     args = parser.parse_args()
-    model_path, packaged = resolve_model_path(args.model, Path.home() / ".cache" / "openjev")
-    if packaged is not None:
-        verify(packaged, model_path)
+    model_path = verified_model_path(args.model)
     os.environ["OPENJEV_MODEL"] = args.model
     os.environ["OPENJEV_THREADS"] = str(args.threads)
     os.environ["OPENJEV_REQUEST_TIMEOUT"] = str(REQUEST_TIMEOUT)

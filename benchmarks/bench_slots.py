@@ -34,9 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from local_engine import LocalEngine
+from local_engine import LocalEngine, add_model_arguments, verified_model_path
 
-from openjev.adapters.embedded.llama_engine import available_cpus
 from openjev.adapters.embedded.llama_protocol import (
     LABEL_BIAS,
     ReplyCollector,
@@ -44,8 +43,6 @@ from openjev.adapters.embedded.llama_protocol import (
     score_request,
     warm_request,
 )
-from openjev.adapters.embedded.model import resolve_model_path
-from openjev.adapters.embedded.packaged_models import verify
 
 SLOT_FILE = "prefix.bin"
 
@@ -168,12 +165,9 @@ def main() -> None:
     parser.add_argument("--prefix", type=int, default=47, help="prefix tokens (default 47)")
     parser.add_argument("--branches", type=int, default=13, help="branches per request (default 13)")
     parser.add_argument("--suffix", type=int, default=44, help="suffix tokens per branch (default 44)")
-    parser.add_argument("--model", default="smollm2-135m", help="packaged model name (default smollm2-135m)")
-    parser.add_argument("--threads", type=int, default=available_cpus(), help="llama.cpp threads (default: CPUs)")
+    add_model_arguments(parser)
     args = parser.parse_args()
-    model_path, packaged = resolve_model_path(args.model, Path.home() / ".cache" / "openjev")
-    if packaged is not None:
-        verify(packaged, model_path)
+    model_path = verified_model_path(args.model)
     slot_files = Path(tempfile.mkdtemp(prefix="openjev-slots-"))
     engine = LocalEngine(model_path, args.threads, slots=args.slots, slot_files=slot_files)
     runner = Runner(engine, args.slots)

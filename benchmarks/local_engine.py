@@ -6,6 +6,7 @@ routes on a private loopback port for JSON replies, and the in-process streaming
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import secrets
@@ -16,7 +17,23 @@ from typing import Any
 
 import xllamacpp  # type: ignore[import-untyped]
 
-from openjev.adapters.embedded.llama_engine import EngineConfig, engine_params
+from openjev.adapters.embedded.llama_engine import EngineConfig, available_cpus, engine_params
+from openjev.adapters.embedded.model import resolve_model_path
+from openjev.adapters.embedded.packaged_models import verify
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--model` (a packaged model's name, SmolLM2 by default) and `--threads`."""
+    parser.add_argument("--model", default="smollm2-135m", help="packaged model name (default smollm2-135m)")
+    parser.add_argument("--threads", type=int, default=available_cpus(), help="llama.cpp threads (default: CPUs)")
+
+
+def verified_model_path(model: str) -> Path:
+    """The model file the server would load for `model`, assembled and sha256-checked if packaged."""
+    model_path, packaged = resolve_model_path(model, Path.home() / ".cache" / "openjev")
+    if packaged is not None:
+        verify(packaged, model_path)
+    return model_path
 
 
 class LocalEngine:
