@@ -81,6 +81,11 @@ def test_one_line_per_row_with_answers_and_usage(server: str, inputs: tuple[Path
     assert lines(out) == result
 
 
+def _interruptible() -> None:
+    """Ctrl-C reaches the run even when the tests run as a background job (whose SIGINT is ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
 def test_killed_mid_run_then_resumed_equals_an_uninterrupted_run(
     server: str, inputs: tuple[Path, Path], tmp_path: Path, sig: signal.Signals
@@ -89,7 +94,12 @@ def test_killed_mid_run_then_resumed_equals_an_uninterrupted_run(
     assert run(command(server, *inputs, reference)).returncode == 0
     out = tmp_path / "out.jsonl"
     process = subprocess.Popen(
-        command(server, *inputs, out), env=clean_env({}), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command(server, *inputs, out),
+        env=clean_env({}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_interruptible,
     )
     deadline = time.monotonic() + 60
     while not out.exists() or out.read_text().count("\n") < 5:
