@@ -14,7 +14,8 @@ send ids), and the log-probabilities are a deterministic hash of the input ids a
 (`logprob_of`), not a model. They are all negative and normalised only in expectation over the
 vocabulary; callers renormalise over their labels anyway.
 
-It records every request it receives (`emulator.requests`, or `GET /_emulator/requests`), every
+It records every request it receives (`emulator.requests`, or `GET /_emulator/requests`; a batched
+/generate split into its items by `emulator.generate_items()`, as SGLang splits it), every
 aborted rid (`/abort_request`), and can be told at run time to be slow, fail with a status, close
 connections, answer malformed JSON, omit label ids, drop `cached_tokens` (the Rust frontend) or
 every label log-probability (SGLang's router over gRPC workers), answer /health slowly or report
