@@ -162,7 +162,8 @@ class BackendContract:
         ]
         with pytest.raises(BackendError):
             await backend.score_many(calls)
-        assert len((await backend.score_many(calls[:1]))[0].logprobs) == len(prompt.label_ids)
+        [again] = await backend.score_many([ScoreCall(new_id(), ids, prompt.label_ids)])  # ids are never reused
+        assert len(again.logprobs) == len(prompt.label_ids)
 
     async def test_a_cancelled_batch_leaves_the_backend_usable(
         self, backend: ScoringBackend, prompt: ContractPrompt
