@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from openjev.domain.debiasing import DebiasMode
 from openjev.domain.errors import SettingsError
 from openjev.settings import Settings, load_settings
 
@@ -73,3 +74,18 @@ def test_configured_keys_are_stripped_like_presented_ones() -> None:
     assert (s.api_key, s.backend_api_key) == ("s3cret", "b4ck")
     with pytest.raises(SettingsError, match="OPENJEV_API_KEY"):
         load_settings({"OPENJEV_API_KEY": " \n"})
+
+
+@pytest.mark.parametrize(
+    ("env", "model_default", "expected"),
+    [
+        ({}, None, "rotate+calibrate"),  # the embedded backend's measured default
+        ({}, "rotate", "rotate"),  # a packaged model measured otherwise
+        ({"OPENJEV_DEBIAS": "none"}, "rotate", "none"),  # the operator's setting wins
+        ({"OPENJEV_BACKEND": "fake"}, None, "none"),
+    ],
+)
+def test_debias_is_the_setting_else_the_models_else_the_backends(
+    env: dict[str, str], model_default: DebiasMode | None, expected: str
+) -> None:
+    assert load_settings(env).resolved_debias(model_default) == expected

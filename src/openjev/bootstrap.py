@@ -81,7 +81,7 @@ def build_evaluator(settings: Settings, runtime: Runtime, codec: PromptCodec, la
         public_model=runtime.public_model,
         temperature=settings.temperature,
         confidence=settings.confidence,
-        debias=settings.resolved_debias(),
+        debias=settings.resolved_debias(runtime.default_debias),
         max_orders=settings.debias_max_orders,
         priors=PriorCache(settings.prior_cache_entries),
         branch_context=runtime.backend.context_tokens(),

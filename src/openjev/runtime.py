@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from openjev.domain.debiasing import DebiasMode
 from openjev.domain.ports import PromptCodec, ScoringBackend
 
 
@@ -23,6 +24,7 @@ class Runtime:
     model_description: str
     accepted_models: frozenset[str] = field(default_factory=frozenset)  # besides public_model and jev-latest
     release_date: str | None = None  # YYYY-MM-DD of the served model, when known
+    default_debias: DebiasMode | None = None  # the bias removal measured best for the served model, when known
 
     @property
     def model_names(self) -> frozenset[str]:

@@ -79,7 +79,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # Answers.
     temperature: PositiveFloat = 1.0
     confidence: Literal["entropy", "typesafe"] = "typesafe"
-    debias: DebiasMode | None = None  # default: DEFAULT_DEBIAS for the backend (measured; see docs/quality.md)
+    debias: DebiasMode | None = None  # default: the served model's, else the backend's (DEFAULT_DEBIAS)
     debias_max_orders: Annotated[int, msgspec.Meta(ge=1, le=64)] = 10  # option orders per choice question
     prior_cache_entries: Annotated[int, msgspec.Meta(ge=0)] = 4096  # answer priors kept (LRU)
 
@@ -108,9 +108,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     def resolved_cache_dir(self) -> Path:
         return Path(self.cache_dir).expanduser() if self.cache_dir else Path.home() / ".cache" / "openjev"
 
-    def resolved_debias(self) -> DebiasMode:
-        """OPENJEV_DEBIAS, or the default measured for the backend in use."""
-        return self.debias if self.debias is not None else DEFAULT_DEBIAS[self.resolved_backend()]
+    def resolved_debias(self, model_default: DebiasMode | None = None) -> DebiasMode:
+        """OPENJEV_DEBIAS, else the default measured for the served model, else the backend's."""
+        if self.debias is not None:
+            return self.debias
+        return model_default if model_default is not None else DEFAULT_DEBIAS[self.resolved_backend()]
 
     @property
     def request_timeout_seconds(self) -> float:

@@ -96,6 +96,28 @@ def test_the_report_matches_the_answers_the_server_gives(server: str, tmp_path: 
     fit = report["temperature"]
     assert fit["temperature"] > 0 and fit["nll_after"] <= fit["nll_before"] + 1e-12
     assert "accuracy" in done.stdout and "reliability" in done.stdout and "fitted temperature" in done.stdout
+    assert report["yes_no"] is None  # a file with choice questions has no yes/no ranking
+
+
+def test_a_yes_no_file_reports_ranking_and_best_cut_from_the_servers_answers(server: str, tmp_path: Path) -> None:
+    items = [
+        {"state": f"Review {i}", "question": {"type": "noul", "instructions": "Positive?"}, "gold": i % 3 != 0}
+        for i in range(12)
+    ]
+    out = tmp_path / "report.json"
+    done = run_eval(str(write_items(tmp_path / "yn.jsonl", items)), "--url", server, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    got = json.loads(out.read_text())["files"][0]["yes_no"]
+    p_yes = [ask(server, item)["answers"]["q"]["noul"] for item in items]
+    gold = [item["gold"] for item in items]
+    pairs = [(p, n) for p, g in zip(p_yes, gold, strict=True) if g for n, h in zip(p_yes, gold, strict=True) if not h]
+    assert got["auc"] == pytest.approx(sum(1.0 if p > n else 0.5 if p == n else 0.0 for p, n in pairs) / len(pairs))
+    cut = got["best_threshold"]
+    at_cut = sum((p >= cut) == g for p, g in zip(p_yes, gold, strict=True)) / len(items)
+    assert got["best_threshold_accuracy"] == pytest.approx(at_cut)
+    every_cut = [0.0, 1.01, *p_yes]
+    assert at_cut >= max(sum((p >= c) == g for p, g in zip(p_yes, gold, strict=True)) / len(items) for c in every_cut)
+    assert "yes/no: AUC" in done.stdout
 
 
 def test_the_debias_flag_reaches_the_server(server: str, tmp_path: Path) -> None:

@@ -9,12 +9,14 @@ import pytest
 from openjev.quality.metrics import (
     Prediction,
     accuracy,
+    best_threshold,
     brier_score,
     expected_calibration_error,
     fit_temperature,
     mean_confidence,
     negative_log_likelihood,
     percentile,
+    ranking_auc,
     reliability,
     tempered,
 )
@@ -108,3 +110,28 @@ def test_percentile() -> None:
 def test_empty_sets_give_nan_not_zero() -> None:
     assert math.isnan(accuracy([]))
     assert math.isnan(expected_calibration_error([]))
+
+
+def test_auc_counts_ordered_pairs_and_half_ties() -> None:
+    assert ranking_auc([0.9, 0.8, 0.2, 0.1], [True, True, False, False]) == 1.0
+    assert ranking_auc([0.1, 0.2, 0.8, 0.9], [True, True, False, False]) == 0.0
+    # positives 0.6, 0.4 against negatives 0.5, 0.4: (1 + 1) + (0 + 0.5) wins of 4 pairs
+    assert ranking_auc([0.6, 0.4, 0.5, 0.4], [True, True, False, False]) == pytest.approx(2.5 / 4)
+    assert ranking_auc([0.3, 0.7], [True, True]) is None
+
+
+def test_best_threshold_finds_the_cut_a_shifted_prior_would_need() -> None:
+    # A model that ranks perfectly but says "no" to everything (all P(yes) < 0.5): 50 % at 0.5, 100 % at 0.3.
+    scores = [0.35, 0.4, 0.45, 0.2, 0.25, 0.3]
+    gold = [True, True, True, False, False, False]
+    fit = best_threshold(scores, gold)
+    assert fit.accuracy == 1.0 and fit.threshold == pytest.approx(0.325)
+    assert ranking_auc(scores, gold) == 1.0
+
+
+def test_best_threshold_prefers_the_cut_nearest_one_half_among_equals() -> None:
+    fit = best_threshold([0.1, 0.45, 0.55, 0.9], [False, False, True, True])
+    assert fit.threshold == pytest.approx(0.5) and fit.accuracy == 1.0
+    everything_yes = best_threshold([0.2, 0.3], [True, True])
+    assert everything_yes.accuracy == 1.0 and everything_yes.threshold < 0.2
+    assert math.isnan(best_threshold([], []).accuracy)

@@ -1,4 +1,5 @@
-"""Quality metrics over labelled predictions: accuracy, Brier score, calibration, temperature fit.
+"""Quality metrics over labelled predictions: accuracy, Brier score, calibration, temperature fit,
+and for yes/no questions how well P(yes) ranks the items whatever the threshold.
 
 Pure float math on plain data, so the figures in docs/quality.md can be recomputed from a saved
 report. A prediction is the distribution the server returned over a question's answers (option
@@ -129,6 +130,64 @@ def fit_temperature(predictions: Sequence[Prediction], iterations: int = 100) ->
             d = a + ratio * (b - a)
             fd = loss(d)
     return 1.0 / math.exp((a + b) / 2)
+
+
+class ThresholdFit(msgspec.Struct, frozen=True):
+    """Answer yes when P(yes) >= `threshold`: the cut that is right most often on the file."""
+
+    threshold: float
+    accuracy: float
+
+
+def ranking_auc(scores: Sequence[float], positive: Sequence[bool]) -> float | None:
+    """P(a random positive scores above a random negative), ties counting half; None without both kinds.
+
+    It does not depend on any threshold: 0.5 is no signal, 1 a perfect ranking. It bounds what a
+    better prior or threshold can do for yes/no answers: none can reorder the items.
+    """
+    pos = sorted(s for s, p in zip(scores, positive, strict=True) if p)
+    neg = sorted(s for s, p in zip(scores, positive, strict=True) if not p)
+    if not pos or not neg:
+        return None
+    wins = 0.0
+    for score in pos:
+        below = _count_below(neg, score)
+        wins += below + 0.5 * (_count_below(neg, score, inclusive=True) - below)
+    return wins / (len(pos) * len(neg))
+
+
+def _count_below(ordered: Sequence[float], value: float, *, inclusive: bool = False) -> int:
+    lo, hi = 0, len(ordered)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ordered[mid] < value or (inclusive and ordered[mid] == value):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def best_threshold(scores: Sequence[float], positive: Sequence[bool]) -> ThresholdFit:
+    """The cut on P(yes) with the highest accuracy on these items (midway between neighbouring scores).
+
+    Fitted on the items it is scored on, so the accuracy is optimistic; it says how far from the
+    best cut the server's own (0.5) is. Among equally good cuts, the one nearest 0.5.
+    """
+    if not scores:
+        return ThresholdFit(threshold=math.nan, accuracy=math.nan)
+    pairs = sorted(zip(scores, positive, strict=True))
+    n = len(pairs)
+    correct = sum(1 for _, p in pairs if p)  # cut below every score: everything is answered yes
+    best = ThresholdFit(threshold=pairs[0][0] - 1e-9, accuracy=correct / n)
+    for i, (score, is_positive) in enumerate(pairs):
+        correct += -1 if is_positive else 1  # this item is now answered no
+        if i + 1 < n and pairs[i + 1][0] == score:
+            continue  # no cut between equal scores
+        cut = (score + pairs[i + 1][0]) / 2 if i + 1 < n else score + 1e-9
+        candidate = ThresholdFit(threshold=cut, accuracy=correct / n)
+        if (candidate.accuracy, -abs(cut - 0.5)) > (best.accuracy, -abs(best.threshold - 0.5)):
+            best = candidate
+    return best
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -14,12 +14,13 @@ import msgspec
 
 from openjev.client.progress import Progress
 from openjev.client.systemone import Reply, SystemOneClient
-from openjev.domain.wire import ChoiceQuestion, Question
+from openjev.domain.wire import ChoiceQuestion, NoulQuestion, Question
 from openjev.quality.dataset import EvalItem, answer_names, gold_index, load_items
 from openjev.quality.metrics import (
     Prediction,
     ReliabilityBin,
     accuracy,
+    best_threshold,
     brier_score,
     expected_calibration_error,
     fit_temperature,
@@ -27,6 +28,7 @@ from openjev.quality.metrics import (
     mean_confidence,
     negative_log_likelihood,
     percentile,
+    ranking_auc,
     reliability,
     tempered,
 )
@@ -71,6 +73,14 @@ class TemperatureReport(msgspec.Struct):
     brier_after: float
 
 
+class YesNoReport(msgspec.Struct):
+    """How well P(yes) separates the items whatever the cut, and the best cut on this file."""
+
+    auc: float | None
+    best_threshold: float
+    best_threshold_accuracy: float
+
+
 class FileReport(msgspec.Struct):
     file: str
     items: int
@@ -91,6 +101,7 @@ class FileReport(msgspec.Struct):
     debias: str | None
     reversed: ReverseReport | None = None
     temperature: TemperatureReport | None = None
+    yes_no: YesNoReport | None = None  # when every question of the file is a yes/no question
 
 
 class EvalReport(msgspec.Struct):
@@ -158,10 +169,13 @@ async def evaluate_file(path: Path, options: EvalOptions) -> FileReport:
         outcomes = await asyncio.gather(*(one(item) for item in items))
         elapsed = time.perf_counter() - started
     progress.close()
-    return summarize(str(path), outcomes, elapsed, options)
+    yes_no = bool(items) and all(isinstance(item.question, NoulQuestion) for item in items)
+    return summarize(str(path), outcomes, elapsed, options, yes_no=yes_no)
 
 
-def summarize(name: str, outcomes: Sequence[Outcome], elapsed: float, options: EvalOptions) -> FileReport:
+def summarize(
+    name: str, outcomes: Sequence[Outcome], elapsed: float, options: EvalOptions, *, yes_no: bool = False
+) -> FileReport:
     predictions = [o.prediction for o in outcomes if o.prediction is not None]
     answered = [o for o in outcomes if o.prediction is not None]
     latencies = [o.latency for o in answered if o.latency is not None]
@@ -191,6 +205,13 @@ def summarize(name: str, outcomes: Sequence[Outcome], elapsed: float, options: E
             items=len(pairs),
             accuracy=accuracy([r for _, r in pairs]),
             stable=mean([1.0 if f.top == r.top else 0.0 for f, r in pairs]),
+        )
+    if yes_no and predictions:
+        p_yes = [p.probabilities[0] for p in predictions]  # yes is first (prediction_from)
+        is_yes = [p.gold == 0 for p in predictions]
+        cut = best_threshold(p_yes, is_yes)
+        report.yes_no = YesNoReport(
+            auc=ranking_auc(p_yes, is_yes), best_threshold=cut.threshold, best_threshold_accuracy=cut.accuracy
         )
     if options.fit_temperature and predictions:
         t = fit_temperature(predictions)
@@ -232,6 +253,13 @@ def format_report(report: EvalReport) -> str:
                 f"  fitted temperature x{t.temperature:.3f}: NLL {t.nll_before:.3f} -> {t.nll_after:.3f}, "
                 f"ECE {f.ece:.3f} -> {t.ece_after:.3f}, Brier {f.brier:.3f} -> {t.brier_after:.3f} "
                 "(multiply OPENJEV_TEMPERATURE by this factor)"
+            )
+        if f.yes_no is not None:
+            y = f.yes_no
+            auc = "n/a (one answer only)" if y.auc is None else f"{y.auc:.3f}"
+            lines.append(
+                f"  yes/no: AUC {auc} (0.5 = no signal); answering yes when P(yes) >= {y.best_threshold:.3f} "
+                f"would score {_pct(y.best_threshold_accuracy).strip()} on this file (fitted here, so optimistic)"
             )
         lines.append("  reliability (confidence bin: items, mean confidence, accuracy):")
         for b in f.reliability:

