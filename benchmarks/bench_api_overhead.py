@@ -5,18 +5,22 @@ Run: `uv run python benchmarks/bench_api_overhead.py [--seconds S] [--concurrenc
 
 Starts the in-repo SGLang emulator (`tests/sglang_emulator.py`, a subprocess, no latency: it answers
 as soon as it has hashed the ids) and the real `openjev serve --connect` against it, with the Qwen3
-tokenizer and an API key (so the key guard runs). Then, for each concurrency, two paths, every
+tokenizer and an API key (so the key guard runs). Then, for each concurrency, three paths, every
 request with a fresh state (a ticket number in the user turn):
 
 - `openjev`: the three-question example request (`EXAMPLE_REQUEST`) posted to /v1/systemone;
-- `bare`: an aiohttp client making the same four `/generate` calls directly to the emulator (the
-  warm-up on the prefix, then the three branches at once), with the bodies openjev sends: built
-  here with openjev's own prompt plan and checked against what the emulator recorded from openjev.
+- `bare`: an aiohttp client making the same two `/generate` calls directly to the emulator (the
+  warm-up on the prefix, then the three branches in one batched call), with the bodies openjev
+  sends: built here with openjev's own prompt plan and checked against what the emulator recorded
+  from openjev;
+- `bare-4`: the reference of the original measurement, four separate `/generate` calls (the
+  warm-up, then the three branches at once, each on its own), the per-branch bodies openjev sent
+  before it batched them.
 
-Each path runs for a fixed time (`--seconds`), in slices that alternate between the two paths
-(`--slice`), so that both see the same background load on a shared machine. It prints p50/p90
-latency and requests per second for both, the ratios against the targets (p50 ≤ 1.5×
-and throughput ≥ 0.67× the bare client's), and the CPU time per request of each process: the load
+Each path runs for a fixed time (`--seconds`), in slices that alternate between the paths
+(`--slice`), so that all see the same background load on a shared machine. It prints p50/p90
+latency and requests per second for each, openjev's ratios to each bare path against the targets
+(p50 ≤ 1.5× and throughput ≥ 0.67× the bare client's), and the CPU time per request of each process: the load
 generator (this process), the API (the server and its Granian worker, from /proc) and the emulator.
 Every process shares the machine's cores, the load generator included, so the figures are for this
 machine and this run; on a machine busy with other work, compare the CPU columns rather than the
@@ -73,12 +77,16 @@ def request_body(ticket: int) -> dict[str, Any]:
     return {**EXAMPLE_REQUEST, "state": state}
 
 
+GREEDY = {"max_new_tokens": 1, "temperature": 0}
+
+
 @dataclass(frozen=True)
 class Calls:
-    """The four /generate bodies openjev sends for one request, without their rids."""
+    """The /generate bodies of one request, without their rids: openjev's two, and the four of before."""
 
     warm: dict[str, Any]
-    scores: tuple[dict[str, Any], ...]
+    batch: dict[str, Any]  # every branch in one batched call: what openjev sends after the warm-up
+    scores: tuple[dict[str, Any], ...]  # one call per branch: the original reference
 
 
 def planned_calls(ticket: int, codec: HFCodec, settings: Settings, labels: LabelSet) -> Calls:
@@ -86,18 +94,25 @@ def planned_calls(ticket: int, codec: HFCodec, settings: Settings, labels: Label
     request = parse_request(json.dumps(request_body(ticket)).encode(), limits_from(settings), frozenset())
     plan = build_plan(request.state, request.questions, codec, labels)
     prefix = list(plan.prefix_ids)
-    warm = {"input_ids": prefix, "sampling_params": {"max_new_tokens": 1, "temperature": 0}}
+    warm = {"input_ids": prefix, "sampling_params": GREEDY}
+    batch = {
+        "input_ids": [prefix + list(branch.suffix_ids) for branch in plan.branches],
+        "sampling_params": GREEDY,
+        "return_logprob": True,
+        "token_ids_logprob": [list(branch.label_ids) for branch in plan.branches],
+        "logprob_start_len": -1,
+    }
     scores = tuple(
         {
             "input_ids": prefix + list(branch.suffix_ids),
-            "sampling_params": {"max_new_tokens": 1, "temperature": 0},
+            "sampling_params": GREEDY,
             "return_logprob": True,
             "token_ids_logprob": list(branch.label_ids),
             "logprob_start_len": -1,
         }
         for branch in plan.branches
     )
-    return Calls(warm=warm, scores=scores)
+    return Calls(warm=warm, batch=batch, scores=scores)
 
 
 # -- processes ----------------------------------------------------------------------------------------
@@ -237,18 +252,28 @@ async def run_slice(one: Callable[[], Awaitable[None]], concurrency: int, second
 
 
 class Bare:
-    """The four /generate calls of one request, straight to the emulator."""
+    """One request's /generate calls straight to the emulator: the warm-up, then the branches.
 
-    def __init__(self, session: aiohttp.ClientSession, url: str, pool: list[Calls]) -> None:
+    `batched`: the branches in one batched call, as openjev sends them; otherwise one call each, at once.
+    """
+
+    def __init__(self, session: aiohttp.ClientSession, url: str, pool: list[Calls], *, batched: bool) -> None:
         self._session = session
         self._url = url + "/generate"
         self._pool = pool
+        self._batched = batched
         self._rid = 0
         self._next = 0
 
-    async def _post(self, body: dict[str, Any]) -> None:
+    def _new_rid(self) -> str:
         self._rid += 1
-        data = msgspec.json.encode({**body, "rid": f"{self._rid:032x}"})
+        return f"{self._rid:032x}"
+
+    async def _post(self, body: dict[str, Any]) -> None:
+        rid: str | list[str] = self._new_rid()
+        if isinstance(body["input_ids"][0], list):
+            rid = [rid, *(self._new_rid() for _ in body["input_ids"][1:])]
+        data = msgspec.json.encode({**body, "rid": rid})
         async with self._session.post(self._url, data=data, headers={"Content-Type": "application/json"}) as reply:
             raw = await reply.read()
             if reply.status != 200:
@@ -259,7 +284,10 @@ class Bare:
         self._next += 1
         calls = self._pool[self._next % len(self._pool)]
         await self._post(calls.warm)
-        await asyncio.gather(*(self._post(body) for body in calls.scores))
+        if self._batched:
+            await self._post(calls.batch)
+        else:
+            await asyncio.gather(*(self._post(body) for body in calls.scores))
 
 
 class ThroughOpenjev:
@@ -291,7 +319,7 @@ def check_same_bodies(emulator_url: str, api_url: str, expected: Calls) -> None:
         raise SystemExit(f"openjev answered {status}: {answer}")
     recorded = http_json("GET", emulator_url + "/_emulator/requests")[1]["requests"]
     bodies = [{k: v for k, v in r["body"].items() if k != "rid"} for r in recorded if r["path"] == "/generate"]
-    if bodies[0] != expected.warm or sorted(map(json.dumps, bodies[1:])) != sorted(map(json.dumps, expected.scores)):
+    if bodies != [expected.warm, expected.batch]:
         raise SystemExit("the bare client's bodies differ from what openjev sent: update planned_calls")
 
 
@@ -303,7 +331,7 @@ async def measure(
     concurrencies: list[int],
     args: argparse.Namespace,
 ) -> None:
-    """Per concurrency: both paths warmed up, then measured in alternating slices (same background load)."""
+    """Per concurrency: every path warmed up, then measured in alternating slices (same background load)."""
     slices = max(1, round(args.seconds / args.slice))
     results: dict[tuple[int, str], Figures] = {}
 
@@ -314,7 +342,8 @@ async def measure(
         connector = aiohttp.TCPConnector(limit=concurrency * 4)
         async with aiohttp.ClientSession(connector=connector) as session:
             paths: dict[str, Callable[[], Awaitable[None]]] = {
-                "bare": Bare(session, emulator_url, pool),
+                "bare": Bare(session, emulator_url, pool, batched=True),
+                "bare-4": Bare(session, emulator_url, pool, batched=False),
                 "openjev": ThroughOpenjev(session, api_url, (n + 1) * 10**8),
             }
             figures = {name: Figures() for name in paths}
@@ -329,6 +358,11 @@ async def measure(
                         figures[name].cpu[process] = figures[name].cpu.get(process, 0.0) + seconds - before[process]
             for name, result in figures.items():
                 results[(concurrency, name)] = result
+    report(results, concurrencies)
+
+
+def report(results: dict[tuple[int, str], Figures], concurrencies: list[int]) -> None:
+    """The figures of every path, then openjev's ratios to each bare path."""
     print(f"{'':>16} {'latency ms':>17} {'':>8} {'CPU ms per request':>25}")
     print(f"{'clients':>7} {'path':>8} {'p50':>8} {'p90':>8} {'req/s':>8} {'client':>8} {'API':>8} {'emulator':>8}")
     for (concurrency, name), result in results.items():
@@ -338,16 +372,21 @@ async def measure(
             f"{result.cpu_ms_per_request('client'):>8.2f} {api:>8} {result.cpu_ms_per_request('emulator'):>8.2f}"
         )
     print()
-    print(f"{'clients':>7} {'p50 ratio':>10} {'≤ 1.5':>6} {'throughput ratio':>17} {'≥ 0.67':>7} {'CPU-bound':>10}")
+    print(
+        f"{'clients':>7} {'against':>8} {'p50 ratio':>10} {'≤ 1.5':>6} {'throughput ratio':>17} {'≥ 0.67':>7} "
+        f"{'CPU-bound':>10}"
+    )
     for concurrency in concurrencies:
-        bare, served = results[(concurrency, "bare")], results[(concurrency, "openjev")]
-        p50_ratio = served.p50_ms / bare.p50_ms
-        rate_ratio = served.rate / bare.rate
-        print(
-            f"{concurrency:>7} {p50_ratio:>10.2f} {'ok' if p50_ratio <= P50_TARGET else 'MISS':>6} "
-            f"{rate_ratio:>17.2f} {'ok' if rate_ratio >= THROUGHPUT_TARGET else 'MISS':>7} "
-            f"{cpu_bound_ratio(bare, served):>10.2f}"
-        )
+        served = results[(concurrency, "openjev")]
+        for reference in ("bare", "bare-4"):
+            bare = results[(concurrency, reference)]
+            p50_ratio = served.p50_ms / bare.p50_ms
+            rate_ratio = served.rate / bare.rate
+            print(
+                f"{concurrency:>7} {reference:>8} {p50_ratio:>10.2f} {'ok' if p50_ratio <= P50_TARGET else 'MISS':>6} "
+                f"{rate_ratio:>17.2f} {'ok' if rate_ratio >= THROUGHPUT_TARGET else 'MISS':>7} "
+                f"{cpu_bound_ratio(bare, served):>10.2f}"
+            )
     print(
         "\nCPU-bound: the throughput ratio if every core were busy with these processes alone "
         "(CPU per request of the bare path ÷ that of the openjev path, load generator and emulator included)."

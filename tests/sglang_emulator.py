@@ -14,7 +14,8 @@ send ids), and the log-probabilities are a deterministic hash of the input ids a
 (`logprob_of`), not a model. They are all negative and normalised only in expectation over the
 vocabulary; callers renormalise over their labels anyway.
 
-It records every request it receives (`emulator.requests`, or `GET /_emulator/requests`), every
+It records every request it receives (`emulator.requests`, or `GET /_emulator/requests`; a batched
+/generate split into its items by `emulator.generate_items()`, as SGLang splits it), every
 aborted rid (`/abort_request`), and can be told at run time to be slow, fail with a status, close
 connections, answer malformed JSON, omit label ids, drop `cached_tokens` (the Rust frontend) or
 every label log-probability (SGLang's router over gRPC workers), answer /health slowly or report
@@ -255,6 +256,10 @@ class SGLangEmulator:
         """The JSON bodies of every /generate received, in arrival order."""
         return [r.body for r in self.requests if r.path == "/generate" and isinstance(r.body, dict)]
 
+    def generate_items(self) -> list[dict[str, Any]]:
+        """Every /generate item received, a batch split into its items (`split_generate_body`), in order."""
+        return [item for body in self.generate_bodies() for item in split_generate_body(body)]
+
     @property
     def in_flight(self) -> frozenset[str]:
         return frozenset(self._in_flight)
@@ -449,7 +454,8 @@ class SGLangEmulator:
             if rid in self._in_flight:
                 raise _error(f"Duplicate request ID detected: {rid}")
         if len(set(rids)) != len(rids):
-            raise _error("Duplicate request IDs in one batch")
+            duplicates = sorted({r for r in rids if rids.count(r) > 1})
+            raise _error(f"Duplicate request IDs detected within the request: {duplicates}")
         return_logprob = self._per_item(body.get("return_logprob"), n, "return_logprob", bool)
         token_ids = body.get("token_ids_logprob")
         if token_ids is None or token_ids == []:
@@ -580,6 +586,35 @@ def body_is_batch(body: dict[str, Any]) -> bool:
     """SGLang: `input_ids` is a batch when its first element is a list (io_struct `_determine_batch_size`)."""
     ids = body.get("input_ids")
     return isinstance(ids, list) and bool(ids) and isinstance(ids[0], list)
+
+
+def split_generate_body(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A /generate body as one plain body per item, the way SGLang normalises a batch
+    (`srt/managers/io_struct.py` `GenerateReqInput.normalize_batch_and_arguments` and `__getitem__`):
+    a key whose value is a per-item list is split, any other value (a dict `sampling_params`, a
+    scalar, a flat `token_ids_logprob`) is repeated. For tests: it does not validate."""
+    if not body_is_batch(body):
+        return [dict(body)]
+    n = len(body["input_ids"])
+    per_item = {"input_ids", "rid"}
+    wanted = body.get("token_ids_logprob")
+    if isinstance(wanted, list) and wanted and isinstance(wanted[0], list):
+        per_item.add("token_ids_logprob")
+    for key in ("sampling_params", "return_logprob", "logprob_start_len"):
+        if isinstance(body.get(key), list):
+            per_item.add(key)
+    items = []
+    for i in range(n):
+        item = {}
+        for key, value in body.items():
+            if key == "rid" and isinstance(value, str):
+                item[key] = f"{value}_{i}"
+            elif key in per_item and isinstance(value, list):
+                item[key] = value[i]
+            else:
+                item[key] = value
+        items.append(item)
+    return items
 
 
 class EmulatorThread:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -11,8 +12,8 @@ from openjev.adapters.fake.codec import ChatMLByteCodec
 from openjev.domain.errors import BackendError, BackendTimeout, InvalidRequest
 from openjev.domain.labels import verify_labels
 from openjev.domain.limits import Limits
-from openjev.domain.ports import CallUsage, LabelScores
-from openjev.evaluation import Evaluator, parse_request
+from openjev.domain.ports import CallUsage, LabelScores, ScoreCall
+from openjev.evaluation import CallLimit, Evaluator, parse_request
 
 CODEC = ChatMLByteCodec()
 LABELS = verify_labels(CODEC, 64)
@@ -156,3 +157,95 @@ def test_the_backend_context_lowers_the_branch_limit() -> None:
     assert ev.branch_limit == 80
     with pytest.raises(InvalidRequest, match="limit per question is 80"):
         ev.prepare(request())
+
+
+class _Batches(FakeBackend):
+    """Records the size of every score_many batch."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.batches: list[int] = []
+
+    async def score_many(self, calls: Sequence[ScoreCall]) -> list[LabelScores]:
+        self.batches.append(len(calls))
+        return await super().score_many(calls)
+
+
+async def test_every_branch_and_every_missing_prior_goes_in_one_batch_after_the_warm_up() -> None:
+    backend = _Batches()
+    ev = Evaluator(
+        backend=backend, codec=CODEC, labels=LABELS, limits=Limits(), public_model="m", debias="rotate+calibrate"
+    )
+    prepared = ev.prepare(request())
+    assert prepared.priors is not None
+    result = await ev.evaluate(prepared)
+    branches = len(prepared.plan.branches) + len(prepared.priors.branches)
+    assert backend.batches == [branches]
+    assert [c[0] for c in backend.calls] == ["warm"] + ["score"] * branches
+    assert result.response.usage.output_tokens == branches + 1
+    assert result.response.usage.input_tokens == sum(len(c[2]) for c in backend.calls)
+    again = await ev.evaluate(prepared)  # the priors are cached now: only the branches are asked
+    assert backend.batches == [branches, len(prepared.plan.branches)]
+    assert again.response.answers == result.response.answers
+
+
+async def test_a_request_with_more_branches_than_the_limit_sends_batches_of_at_most_the_limit() -> None:
+    backend = _Batches(latency=0.01)
+    ev = evaluator(backend, max_concurrent_branches=5)
+    many = {f"q{i}": {"type": "noul", "instructions": f"Question {i}?"} for i in range(12)}
+    prepared = ev.prepare(request(many))
+    result = await ev.evaluate(prepared)
+    assert backend.batches == [5, 5, 2]
+    scored = [c for c in backend.calls if c[0] == "score"]
+    # Results land on their own questions: the same answers as with no batching limit.
+    single = await evaluator(FakeBackend()).evaluate(prepared)
+    assert result.response.answers == single.response.answers
+    assert len(scored) == 12
+
+
+async def test_call_limit_counts_each_call_of_a_batch_and_serves_waiters_in_order() -> None:
+    limit = CallLimit(4)
+    order: list[str] = []
+    held = asyncio.Event()
+
+    async def take(name: str, n: int) -> None:
+        async with limit.hold(n):
+            order.append(name)
+            await held.wait()
+
+    first = asyncio.ensure_future(take("three", 3))
+    await asyncio.sleep(0)
+    big = asyncio.ensure_future(take("four", 4))  # must wait for all four places
+    await asyncio.sleep(0)
+    small = asyncio.ensure_future(take("one", 1))  # fits now, but waits its turn behind "four"
+    await asyncio.sleep(0.01)
+    assert order == ["three"]
+    held.set()
+    await asyncio.gather(first, big, small)
+    assert order == ["three", "four", "one"]
+    assert limit._free == 4
+
+
+async def test_call_limit_gives_back_the_places_of_a_cancelled_waiter() -> None:
+    limit = CallLimit(2)
+    release = asyncio.Event()
+
+    async def hold(n: int) -> None:
+        async with limit.hold(n):
+            await release.wait()
+
+    holder = asyncio.ensure_future(hold(2))
+    await asyncio.sleep(0)
+    waiter = asyncio.ensure_future(hold(2))
+    behind = asyncio.ensure_future(hold(1))
+    await asyncio.sleep(0)
+    waiter.cancel()
+    release.set()
+    await holder
+    await behind
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert limit._free == 2
+    with pytest.raises(ValueError, match="cannot fit"):
+        async with limit.hold(3):
+            pass

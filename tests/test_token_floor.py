@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from functools import cache
 
 from hypothesis import given, settings
@@ -44,6 +46,15 @@ def test_weights_follow_the_longest_token_holding_each_byte() -> None:
     assert floor.of(b"ab" * 10) == 10  # a and b sit in tokens of at most 2 bytes
     assert floor.of(b" " * 8) == 2  # spaces in tokens of up to 4
     assert floor.of(b"") == 0 and floor.of(b"z") == 0  # a byte no token holds weighs nothing
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=1024), min_size=256, max_size=256), st.binary(max_size=600))
+def test_the_floor_is_the_exact_ceiling_of_the_byte_weights(longest_with: list[int], data: bytes) -> None:
+    floor = ByteTokenFloor(longest_with)
+    classes = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024)
+    weight = [Fraction(1, next(c for c in classes if c >= n)) if n else Fraction(0) for n in longest_with]
+    assert floor.of(data) == math.ceil(sum((weight[b] for b in data), Fraction(0)))
 
 
 def test_no_floor_for_tokenizers_whose_tokens_do_not_cover_the_bytes() -> None:

@@ -1,8 +1,11 @@
 """The evaluation use case: plan → warm the prefix → branches → answers (docs/spec.md#how-an-answer-is-computed).
 
-Depends only on the domain and its ports. Branches run concurrently under a process-wide limit
-on backend calls; the first failure, the deadline or a cancelled caller cancels every sibling and
-asks the backend to abort what is still in flight. Bias removal (docs/quality.md) only changes which
+Depends only on the domain and its ports. After the warm-up, every branch of a request (and every
+prior the cache lacks) goes to the backend in one `score_many` batch, under a process-wide limit on
+backend calls that counts each branch of a batch as one call (`CallLimit`); a batch larger than the
+limit is sent as several batches of at most the limit, concurrently. The first failure, the
+deadline or a cancelled caller cancels every sibling and asks the backend to abort every call
+still in flight. Bias removal (docs/quality.md) only changes which
 branches run, one per option order and per uncached prior, and how their distributions combine
 (`openjev.domain.debiasing`); backends never know.
 """
@@ -11,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from typing import TypeVar
 
 import msgspec
@@ -26,10 +31,10 @@ from openjev.domain.debiasing import (
     identity,
     option_orders,
 )
-from openjev.domain.errors import BackendTimeout, OpenJevError
+from openjev.domain.errors import BackendError, BackendTimeout, first_error
 from openjev.domain.labels import LabelSet
 from openjev.domain.limits import Limits
-from openjev.domain.ports import CallUsage, LabelScores, PromptCodec, ScoringBackend
+from openjev.domain.ports import CallUsage, LabelScores, PromptCodec, ScoreCall, ScoringBackend
 from openjev.domain.prompt import Branch, PromptPlan, build_plan, content_free, token_floors
 from openjev.domain.request_parsing import decode_request
 from openjev.domain.scoring_math import ConfidenceFormula
@@ -115,7 +120,7 @@ class Evaluator:
         self._branch_limit = min(limits.max_input_tokens, branch_context or limits.max_input_tokens)
         self._new_call_id = new_call_id
         self._clock = clock
-        self._calls = asyncio.Semaphore(limits.max_concurrent_branches)
+        self._calls = CallLimit(limits.max_concurrent_branches)
 
     @property
     def branch_limit(self) -> int:
@@ -162,7 +167,7 @@ class Evaluator:
             ) from None
         except BaseExceptionGroup as group:
             await self._abort(in_flight)
-            raise _first_error(group) from None
+            raise first_error(group) from None
         except BaseException:
             await self._abort(in_flight)
             raise
@@ -174,18 +179,11 @@ class Evaluator:
         start = self._clock()
         warm = await self._call(in_flight, lambda cid: self._backend.warm(cid, prefix))
         warmed = self._clock()
-        async with asyncio.TaskGroup() as group:
-            tasks = [
-                group.create_task(self._call(in_flight, self._scorer(prefix + list(b.suffix_ids), b.label_ids)))
-                for b in plan.branches
-            ]
-            prior_tasks = [
-                group.create_task(self._call(in_flight, self._scorer(token_ids, branch.label_ids)))
-                for _, branch, token_ids in missing
-            ]
+        wanted = [(prefix + list(b.suffix_ids), b.label_ids) for b in plan.branches]
+        wanted += [(token_ids, branch.label_ids) for _, branch, token_ids in missing]
+        results = await self._score_all(in_flight, wanted)
         done = self._clock()
-        scores = [t.result() for t in tasks]
-        fresh = [t.result() for t in prior_tasks]
+        scores, fresh = results[: len(plan.branches)], results[len(plan.branches) :]
         for (key, branch, _), score in zip(missing, fresh, strict=True):
             self._priors.put(key, score.logprobs)
             known[(branch.question_id, branch.order)] = score.logprobs
@@ -248,12 +246,36 @@ class Evaluator:
             answers[qid] = make_answer(question, logprobs, temperature=self._temperature, confidence=self._confidence)
         return answers
 
-    def _scorer(self, token_ids: list[int], label_ids: tuple[int, ...]) -> Callable[[str], Awaitable[LabelScores]]:
-        return lambda call_id: self._backend.score(call_id, token_ids, label_ids)
+    async def _score_all(
+        self, in_flight: set[str], wanted: list[tuple[list[int], tuple[int, ...]]]
+    ) -> list[LabelScores]:
+        """Every branch in one backend batch, or in batches of at most the call limit (concurrently)."""
+        size = self._calls.total
+        if len(wanted) <= size:
+            return await self._batch(in_flight, wanted)
+        async with asyncio.TaskGroup() as group:
+            tasks = [
+                group.create_task(self._batch(in_flight, wanted[i : i + size])) for i in range(0, len(wanted), size)
+            ]
+        return [score for task in tasks for score in task.result()]
+
+    async def _batch(self, in_flight: set[str], wanted: list[tuple[list[int], tuple[int, ...]]]) -> list[LabelScores]:
+        """One `score_many` holding one call of the limit per branch; every id stays in `in_flight` until it returns."""
+        if not wanted:
+            return []
+        async with self._calls.hold(len(wanted)):
+            calls = [ScoreCall(self._new_call_id(), token_ids, label_ids) for token_ids, label_ids in wanted]
+            ids = [call.call_id for call in calls]
+            in_flight.update(ids)
+            results = await self._backend.score_many(calls)
+            if len(results) != len(calls):
+                raise BackendError(f"the backend returned {len(results)} scores for {len(calls)} calls")
+            in_flight.difference_update(ids)
+            return results
 
     async def _call(self, in_flight: set[str], call: Callable[[str], Awaitable[T]]) -> T:
         """One backend call under the process-wide limit; its id stays in `in_flight` unless it ends normally."""
-        async with self._calls:
+        async with self._calls.hold(1):
             call_id = self._new_call_id()
             in_flight.add(call_id)
             result = await call(call_id)
@@ -288,19 +310,55 @@ def _cached(scores: list[LabelScores]) -> int | None:
     return sum(u.cached_tokens or 0 for u in reported)
 
 
-def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The error that failed the request: ours first (it carries the status), else the first one."""
-    leaves: list[BaseException] = []
+class CallLimit:
+    """The process-wide limit on backend calls in flight, where a batch of n calls holds n.
 
-    def walk(exc: BaseException) -> None:
-        if isinstance(exc, BaseExceptionGroup):
-            for inner in exc.exceptions:
-                walk(inner)
-        else:
-            leaves.append(exc)
+    A batch waits until all its n places are free and takes them at once, so two batches never hold
+    part of the limit each while waiting for the rest; waiters are served first come, first served,
+    so a large batch is not starved by single calls. `hold(n)` needs n <= total.
+    """
 
-    walk(group)
-    for exc in leaves:
-        if isinstance(exc, OpenJevError):
-            return exc
-    return leaves[0]
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self._free = total
+        self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
+
+    @asynccontextmanager
+    async def hold(self, n: int) -> AsyncIterator[None]:
+        await self._acquire(n)
+        try:
+            yield
+        finally:
+            self._release(n)
+
+    async def _acquire(self, n: int) -> None:
+        if n > self.total:
+            raise ValueError(f"a batch of {n} calls cannot fit a limit of {self.total}")
+        if not self._waiters and self._free >= n:
+            self._free -= n
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        entry = (n, waiter)
+        self._waiters.append(entry)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._release(n)  # granted, then cancelled before it could run: give the places back
+            else:
+                if entry in self._waiters:
+                    self._waiters.remove(entry)
+                self._wake()  # a waiter behind this one may fit now
+            raise
+
+    def _release(self, n: int) -> None:
+        self._free += n
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self._waiters[0][0] <= self._free:
+            n, waiter = self._waiters.popleft()
+            if waiter.done():  # cancelled while queued: its task takes itself out
+                continue
+            self._free -= n
+            waiter.set_result(None)

@@ -18,7 +18,7 @@ import pytest
 from openjev.adapters.fake.codec import ChatMLByteCodec
 from openjev.domain.errors import BackendError
 from openjev.domain.labels import verify_labels
-from openjev.domain.ports import CallUsage, ChatMessage, LabelScores, ScoringBackend
+from openjev.domain.ports import CallUsage, ChatMessage, LabelScores, ScoreCall, ScoringBackend
 from openjev.domain.prompt import layout
 
 
@@ -120,3 +120,61 @@ class BackendContract:
     ) -> None:
         with pytest.raises(BackendError):
             await backend.score(new_id(), list(prompt.prefix_ids), (*prompt.label_ids, prompt.missing_label_id))
+
+    async def test_score_many_equals_the_calls_scored_one_by_one_in_order(
+        self, backend: ScoringBackend, prompt: ContractPrompt
+    ) -> None:
+        prefix = list(prompt.prefix_ids)
+        await backend.warm(new_id(), prefix)
+        full = [*prefix, *prompt.suffix_ids]
+        labels = prompt.label_ids
+        # Different prompts and label sets (sizes, orders), so a result out of place shows.
+        calls = [
+            ScoreCall(new_id(), full, labels),
+            ScoreCall(new_id(), full[:-1], tuple(reversed(labels[:3]))),
+            ScoreCall(new_id(), prefix, labels[1:]),
+            ScoreCall(new_id(), full, labels[:2]),
+        ]
+        batch = await backend.score_many(calls)
+        assert isinstance(batch, list)
+        assert [len(r.logprobs) for r in batch] == [len(c.label_ids) for c in calls]
+        for call, result in zip(calls, batch, strict=True):
+            alone = await backend.score(new_id(), call.token_ids, call.label_ids)
+            assert result.logprobs == pytest.approx(alone.logprobs, abs=1e-4)
+            assert result.usage.prompt_tokens == len(call.token_ids)
+            cached = result.usage.cached_tokens
+            assert cached is None or 0 <= cached < result.usage.prompt_tokens
+
+    async def test_score_many_of_one_call_and_of_none(self, backend: ScoringBackend, prompt: ContractPrompt) -> None:
+        assert await backend.score_many([]) == []
+        ids = [*prompt.prefix_ids, *prompt.suffix_ids]
+        [one] = await backend.score_many([ScoreCall(new_id(), ids, prompt.label_ids)])
+        alone = await backend.score(new_id(), ids, prompt.label_ids)
+        assert one.logprobs == pytest.approx(alone.logprobs, abs=1e-4)
+
+    async def test_a_batch_with_a_label_the_backend_cannot_return_fails_with_a_backend_error(
+        self, backend: ScoringBackend, prompt: ContractPrompt
+    ) -> None:
+        ids = [*prompt.prefix_ids, *prompt.suffix_ids]
+        calls = [
+            ScoreCall(new_id(), ids, prompt.label_ids),
+            ScoreCall(new_id(), ids, (*prompt.label_ids, prompt.missing_label_id)),
+        ]
+        with pytest.raises(BackendError):
+            await backend.score_many(calls)
+        [again] = await backend.score_many([ScoreCall(new_id(), ids, prompt.label_ids)])  # ids are never reused
+        assert len(again.logprobs) == len(prompt.label_ids)
+
+    async def test_a_cancelled_batch_leaves_the_backend_usable(
+        self, backend: ScoringBackend, prompt: ContractPrompt
+    ) -> None:
+        ids = [*prompt.prefix_ids, *prompt.suffix_ids]
+        calls = [ScoreCall(new_id(), ids, prompt.label_ids) for _ in range(3)]
+        task = asyncio.ensure_future(backend.score_many(calls))
+        await asyncio.sleep(0)
+        task.cancel()
+        await backend.abort([c.call_id for c in calls])
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        again = await backend.score_many([ScoreCall(new_id(), ids, prompt.label_ids) for _ in range(2)])
+        assert [len(r.logprobs) for r in again] == [len(prompt.label_ids)] * 2

@@ -95,11 +95,16 @@ def softmax(values: list[float]) -> list[float]:
     return [e / sum(exps) for e in exps]
 
 
-def test_n_plus_one_calls_on_token_ids_with_exact_labels_and_usage(api: str, fresh: EmulatorThread) -> None:
+def test_a_warm_up_then_one_batch_on_token_ids_with_exact_labels_and_usage(api: str, fresh: EmulatorThread) -> None:
     status, headers, body = http("POST", api + "/v1/systemone", REQUEST)
     assert status == 200, body
     emulator = fresh.emulator
-    calls = emulator.generate_bodies()
+    requests = emulator.generate_bodies()
+    assert len(requests) == 2  # the warm-up, then every branch in one batched /generate
+    batch = requests[1]
+    assert len(batch["input_ids"]) == len(batch["rid"]) == len(batch["token_ids_logprob"]) == len(OPTIONS)
+    assert (batch["return_logprob"], batch["logprob_start_len"]) == (True, -1)
+    calls = emulator.generate_items()
     assert len(calls) == len(OPTIONS) + 1
     warm, branches = calls[0], calls[1:]
     assert "token_ids_logprob" not in warm  # the warm-up comes first and asks for no label
@@ -131,7 +136,7 @@ def test_cached_tokens_header_is_absent_when_the_backend_does_not_report_them(ap
     assert status == 200, body
     assert "x-openjev-cached-tokens" not in headers
     assert "x-openjev-prefix-tokens" in headers
-    assert body["usage"]["input_tokens"] == sum(len(c["input_ids"]) for c in fresh.emulator.generate_bodies())
+    assert body["usage"]["input_tokens"] == sum(len(c["input_ids"]) for c in fresh.emulator.generate_items())
 
 
 def test_a_slow_backend_times_out_with_504_and_every_branch_is_aborted(api: str, fresh: EmulatorThread) -> None:
@@ -140,7 +145,7 @@ def test_a_slow_backend_times_out_with_504_and_every_branch_is_aborted(api: str,
     status, _, body = http("POST", api + "/v1/systemone", REQUEST, timeout=30)
     assert status == 504, body
     assert body["detail"]["error_type"] == "timeout"
-    branch_rids = {b["rid"] for b in fresh.emulator.generate_bodies() if "token_ids_logprob" in b}
+    branch_rids = {b["rid"] for b in fresh.emulator.generate_items() if "token_ids_logprob" in b}
     assert len(branch_rids) == len(OPTIONS)
     fresh.run(fresh.emulator.wait_idle(), timeout=10)  # the aborts ended them long before 60 s
     assert branch_rids <= set(fresh.emulator.aborted)
@@ -160,7 +165,7 @@ def test_a_client_that_disconnects_cancels_and_aborts_its_branches(api: str, fre
 
     asyncio.run(disconnect_midway())
     fresh.run(fresh.emulator.wait_idle(), timeout=REQUEST_TIMEOUT / 2)  # well before the request deadline
-    branch_rids = {b["rid"] for b in fresh.emulator.generate_bodies() if "token_ids_logprob" in b}
+    branch_rids = {b["rid"] for b in fresh.emulator.generate_items() if "token_ids_logprob" in b}
     assert branch_rids <= set(fresh.emulator.aborted)
 
 

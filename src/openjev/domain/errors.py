@@ -87,3 +87,21 @@ class SettingsError(StartupError):
     """An OPENJEV_* variable has an invalid value; the message names the variable."""
 
     error_type = "settings_error"
+
+
+def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The error that failed a group of concurrent calls: ours first (it carries the status), else the first one."""
+    leaves: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                walk(inner)
+        else:
+            leaves.append(exc)
+
+    walk(group)
+    for exc in leaves:
+        if isinstance(exc, OpenJevError):
+            return exc
+    return leaves[0]

@@ -36,6 +36,17 @@ class LabelScores(msgspec.Struct, frozen=True):
     usage: CallUsage
 
 
+class ScoreCall(msgspec.Struct, frozen=True):
+    """One branch to score: the log-probabilities of `label_ids` as the next token after `token_ids`.
+
+    `call_id` is unique per call, as for every backend call; `abort` takes it.
+    """
+
+    call_id: str
+    token_ids: Sequence[int]
+    label_ids: Sequence[int]
+
+
 class BackendHealth(msgspec.Struct, frozen=True):
     """`ok` False means down. A slow backend is still ok (`slow` True): it answers, late."""
 
@@ -50,6 +61,10 @@ class ScoringBackend(Protocol):
 
     Every call carries a `call_id` that is unique per call; `abort` takes those ids. Calls are
     concurrent: an adapter must allow many in flight at once.
+
+    A request's branches are scored together with `score_many`, so that an adapter whose wire
+    costs something per request (SGLang over HTTP) sends all of them in one request; `score` is
+    the same thing for one call (start-up checks, tests).
     """
 
     async def start(self) -> None:
@@ -70,6 +85,13 @@ class ScoringBackend(Protocol):
         """Log-probabilities of exactly `label_ids` as the next token after `token_ids`.
 
         A label id the backend did not return is an error (BackendError), never a zero.
+        """
+
+    async def score_many(self, calls: Sequence[ScoreCall]) -> list[LabelScores]:
+        """`score` for every call, results in the order of `calls` (an empty list for none).
+
+        Each call keeps its own id, so `abort` can still stop any of them. When one call fails the
+        whole batch fails with that call's error (the use case fails the request anyway).
         """
 
     async def abort(self, call_ids: Sequence[str]) -> None:

@@ -60,7 +60,7 @@ def create_app(
     guarded = [routes.system_one, routes.list_models, routes.limits]
     open_routes = [routes.health, routes.live]
     (open_routes if settings.metrics_public else guarded).append(routes.metrics)
-    protected = Router("/", route_handlers=guarded, guards=[routes.bearer_guard(settings.api_key)])
+    protected = Router("/", route_handlers=guarded, middleware=routes.bearer_check(settings.api_key))
     return Litestar(
         route_handlers=[
             protected,

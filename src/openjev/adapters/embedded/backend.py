@@ -33,8 +33,9 @@ from openjev.adapters.embedded.llama_protocol import (
     warm_request,
 )
 from openjev.adapters.embedded.slot_router import Route, SlotRouter
+from openjev.adapters.score_each import score_each
 from openjev.domain.errors import BackendError, BackendUnavailable, StartupError
-from openjev.domain.ports import BackendHealth, CallUsage, ChatMessage, LabelScores, PromptCodec
+from openjev.domain.ports import BackendHealth, CallUsage, ChatMessage, LabelScores, PromptCodec, ScoreCall
 from openjev.logs import get_logger
 
 log = get_logger("openjev.embedded")
@@ -161,6 +162,11 @@ class EmbeddedBackend:
             if probs is None:
                 raise BackendError(f"the llama.cpp engine did not return every label token of {distinct}")
         return LabelScores(logprobs=to_logprobs(probs, label_ids), usage=usage)
+
+    async def score_many(self, calls: Sequence[ScoreCall]) -> list[LabelScores]:
+        """Each call as its own engine call, concurrently: the slot router and the slots' FIFO queues
+        already schedule a request's branches together (no HTTP round trip to save in-process)."""
+        return await score_each(self.score, calls)
 
     async def abort(self, call_ids: Sequence[str]) -> None:
         """Queued calls never reach the engine; a running one stops at its next progress report."""

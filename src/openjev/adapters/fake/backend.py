@@ -20,8 +20,9 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from openjev.adapters.common_prefix import common_prefix_length
+from openjev.adapters.score_each import score_each
 from openjev.domain.errors import BackendError
-from openjev.domain.ports import BackendHealth, CallUsage, LabelScores
+from openjev.domain.ports import BackendHealth, CallUsage, LabelScores, ScoreCall
 
 _MAX_REMEMBERED = 256
 MAX_REMEMBERED_BYTES = 32 * 1024 * 1024  # 4 bytes a token: at most 8M remembered tokens
@@ -84,6 +85,10 @@ class FakeBackend:
             return LabelScores(logprobs=tuple(logprobs), usage=await self._usage_of(token_ids))
         finally:
             self.in_flight.discard(call_id)
+
+    async def score_many(self, calls: Sequence[ScoreCall]) -> list[LabelScores]:
+        """Each call through `score`, concurrently (what tests override to inject a failure still applies)."""
+        return await score_each(self.score, calls)
 
     async def abort(self, call_ids: Sequence[str]) -> None:
         self.aborted.extend(call_ids)

@@ -7,6 +7,27 @@ temperature-scaled ones (`srt/layers/sampler.py`). The labels are read from
 `meta_info.output_token_ids_logprobs[0]` by token id, and a label SGLang did not return is an
 error, never a zero.
 
+A request's branches go in ONE batched `/generate` (`score_many`): `input_ids` a list of lists, one
+`sampling_params` object, `return_logprob` and `logprob_start_len` as scalars, `token_ids_logprob`
+one list per item, and `rid` a list with one rid per call. What SGLang 0.5.23 does with it:
+- `srt/managers/io_struct.py` (`GenerateReqInput.normalize_batch_and_arguments`): a first element
+  that is a list makes `input_ids` a batch; a dict `sampling_params` and scalar `return_logprob` /
+  `logprob_start_len` are repeated for every item; a nested `token_ids_logprob` is taken per item
+  (a flat one would be copied to all); a list `rid` must have the batch's length and no duplicate.
+- `srt/managers/tokenizer_manager.py` (`_handle_batch_request`): with `n` = 1 and token ids only
+  (no text, no attention data parallelism) every item is checked and the whole batch reaches the
+  scheduler as one message (`_send_batch_request`); there is no shared-prefix pre-fill on this
+  path (that is the `n` > 1 path), which is why the prefix is still warmed first. Each item keeps
+  its own rid state, so `/abort_request` with one item's rid stops that item (`abort_request` only
+  forwards a rid it knows). Items are awaited together (`_collect_batch_responses`): an item
+  aborted by `/abort_request` comes back in the list with `finish_reason.type == "abort"`, while
+  an item refused with a status fails the whole HTTP request with it.
+- `srt/entrypoints/http_server.py` (`serve_generate_request`): the non-streamed reply is the JSON
+  list of the items' outputs, in the order of the request; `srt/entrypoints/api_contract.py` and
+  `api/v1/api_types.py` (`GenerateRequest`: `StringOrList`, `TokenIdsOrList`, `BoolOrList`,
+  `Int64OrList`) accept these shapes.
+A single call keeps the plain (non-batch) body.
+
 SGLang's shapes and behaviours this module relies on are cited as files of the pinned release,
 relative to https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/ (docs/sglang.md says more).
 """
@@ -25,7 +46,7 @@ import msgspec
 from openjev.adapters.sglang.checks import NO_LABEL_LOGPROBS, kv_cache_dtype, report_kv_cache, verify_key_enforced
 from openjev.adapters.sglang.health import HealthMonitor
 from openjev.domain.errors import BackendError, BackendUnavailable, OpenJevError, StartupError
-from openjev.domain.ports import BackendHealth, CallUsage, LabelScores
+from openjev.domain.ports import BackendHealth, CallUsage, LabelScores, ScoreCall
 from openjev.logs import get_logger
 
 log = get_logger("openjev.sglang")
@@ -79,7 +100,10 @@ class _GenerateResponse(msgspec.Struct):
 
 
 _decode_generate = msgspec.json.Decoder(_GenerateResponse)
+_decode_batch = msgspec.json.Decoder(list[_GenerateResponse])
 _encode = msgspec.json.Encoder()
+# Greedy: SGLang then returns raw log_softmax values, not temperature-scaled ones (`srt/layers/sampler.py`).
+_ONE_GREEDY_TOKEN = {"max_new_tokens": 1, "temperature": 0}
 
 
 class SGLangBackend:
@@ -176,26 +200,49 @@ class SGLangBackend:
 
     async def warm(self, call_id: str, token_ids: Sequence[int]) -> CallUsage:
         body = {
-            "input_ids": list(token_ids),
-            "sampling_params": {"max_new_tokens": 1, "temperature": 0},
+            "input_ids": _ids(token_ids),
+            "sampling_params": _ONE_GREEDY_TOKEN,
             "rid": rid_for(call_id),
         }
-        meta = await self._generate(body)
+        (meta,) = await self._generate(body, None)
         return _usage(meta)
 
     async def score(self, call_id: str, token_ids: Sequence[int], label_ids: Sequence[int]) -> LabelScores:
-        body = {
-            "input_ids": list(token_ids),
-            # Greedy: SGLang then returns raw log_softmax values, not temperature-scaled ones (`srt/layers/sampler.py`).
-            "sampling_params": {"max_new_tokens": 1, "temperature": 0},
-            "return_logprob": True,
-            "token_ids_logprob": list(label_ids),
-            "logprob_start_len": -1,  # output position only: no prompt logprobs, full cache reuse.
-            "rid": rid_for(call_id),
-        }
+        (scores,) = await self.score_many((ScoreCall(call_id, token_ids, label_ids),))
+        return scores
+
+    async def score_many(self, calls: Sequence[ScoreCall]) -> list[LabelScores]:
+        """Every call in one /generate: a batch body for two or more, the plain body for one."""
+        if not calls:
+            return []
         if self._incompatible is not None:
             raise BackendError(self._incompatible)
-        meta = await self._generate(body)
+        body: dict[str, Any]
+        if len(calls) == 1:
+            call = calls[0]
+            body = {
+                "input_ids": _ids(call.token_ids),
+                "sampling_params": _ONE_GREEDY_TOKEN,
+                "return_logprob": True,
+                "token_ids_logprob": _ids(call.label_ids),
+                "logprob_start_len": -1,  # output position only: no prompt logprobs, full cache reuse.
+                "rid": rid_for(call.call_id),
+            }
+            metas = await self._generate(body, None)
+        else:
+            # One item per call; scalars and the one sampling_params object apply to every item.
+            body = {
+                "input_ids": [_ids(c.token_ids) for c in calls],
+                "sampling_params": _ONE_GREEDY_TOKEN,
+                "return_logprob": True,
+                "token_ids_logprob": [_ids(c.label_ids) for c in calls],
+                "logprob_start_len": -1,
+                "rid": [rid_for(c.call_id) for c in calls],
+            }
+            metas = await self._generate(body, len(calls))
+        return [self._label_scores(meta, call.label_ids) for meta, call in zip(metas, calls, strict=True)]
+
+    def _label_scores(self, meta: _MetaInfo, label_ids: Sequence[int]) -> LabelScores:
         if not meta.output_token_ids_logprobs or meta.output_token_ids_logprobs[0] is None:
             # Not a bad call but a backend that can never serve openjev: fail now, and stay failed.
             self._incompatible = NO_LABEL_LOGPROBS
@@ -254,7 +301,11 @@ class SGLangBackend:
             raise BackendUnavailable("the SGLang client is not started (or already closed)")
         return self._session
 
-    async def _generate(self, body: Mapping[str, Any]) -> _MetaInfo:
+    async def _generate(self, body: Mapping[str, Any], batch: int | None) -> list[_MetaInfo]:
+        """POST /generate; the items' meta_info in order (`batch` items, or one for a plain body).
+
+        Every item is checked: a malformed reply or an item SGLang aborted fails the call.
+        """
         session = self._require_session()
         try:
             # `async with` releases (or, on cancellation, closes) the connection whatever happens.
@@ -273,14 +324,7 @@ class SGLangBackend:
             raise BackendError(f"HTTP error talking to SGLang at {self.url}: {exc!r}") from None
         if status != 200:
             raise _status_error(status, raw, "/generate")
-        try:
-            meta = _decode_generate.decode(raw).meta_info
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise BackendError(f"SGLang /generate returned a malformed reply ({exc}): {_snippet(raw)}") from None
-        reason = meta.finish_reason or {}
-        if reason.get("type") == "abort":
-            raise BackendError(f"SGLang aborted the call: {reason.get('message') or 'no reason given'}")
-        return meta
+        return _metas(raw, batch)
 
     async def _get_json(self, path: str) -> Any:
         """GET an info route; None when the route is missing (404) or its reply is not JSON."""
@@ -370,6 +414,29 @@ def _models_limit(models: Any) -> int | None:
         if isinstance(value, int) and value > 0:
             return value
     return None
+
+
+def _metas(raw: bytes, batch: int | None) -> list[_MetaInfo]:
+    """The meta_info of each item of a 200 reply; a malformed reply or an aborted item is an error."""
+    try:
+        if batch is None:
+            metas = [_decode_generate.decode(raw).meta_info]
+        else:
+            metas = [item.meta_info for item in _decode_batch.decode(raw)]
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise BackendError(f"SGLang /generate returned a malformed reply ({exc}): {_snippet(raw)}") from None
+    if batch is not None and len(metas) != batch:
+        raise BackendError(f"SGLang /generate returned {len(metas)} results for a batch of {batch}: {_snippet(raw)}")
+    for meta in metas:
+        reason = meta.finish_reason or {}
+        if reason.get("type") == "abort":
+            raise BackendError(f"SGLang aborted the call: {reason.get('message') or 'no reason given'}")
+    return metas
+
+
+def _ids(ids: Sequence[int]) -> Sequence[int]:
+    """Token ids as the JSON encoder takes them (lists and tuples as they are, without a copy)."""
+    return ids if isinstance(ids, list | tuple) else list(ids)
 
 
 def _usage(meta: _MetaInfo) -> CallUsage:
