@@ -8,6 +8,7 @@ names, or `true`/`false` for yes/no) and the index of the gold answer in it.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 
@@ -151,20 +152,9 @@ def ranking_auc(scores: Sequence[float], positive: Sequence[bool]) -> float | No
         return None
     wins = 0.0
     for score in pos:
-        below = _count_below(neg, score)
-        wins += below + 0.5 * (_count_below(neg, score, inclusive=True) - below)
+        below = bisect.bisect_left(neg, score)
+        wins += below + 0.5 * (bisect.bisect_right(neg, score) - below)
     return wins / (len(pos) * len(neg))
-
-
-def _count_below(ordered: Sequence[float], value: float, *, inclusive: bool = False) -> int:
-    lo, hi = 0, len(ordered)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if ordered[mid] < value or (inclusive and ordered[mid] == value):
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 def best_threshold(scores: Sequence[float], positive: Sequence[bool]) -> ThresholdFit:

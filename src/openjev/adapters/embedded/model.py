@@ -71,7 +71,7 @@ def smollm2_path() -> Path:
 
     The small named option (`OPENJEV_MODEL=smollm2-135m`), for tests where speed matters more than answers.
     """
-    return part_path(SMOLLM2_135M.parts[0])
+    return part_path(SMOLLM2_135M.parts[0], SMOLLM2_135M.install)
 
 
 def resolve_model_path(

@@ -98,8 +98,8 @@ PACKAGED_MODELS = {m.name: m for m in (QWEN_CODER_05B, QWEN_CODER_15B, SMOLLM2_1
 DEFAULT_MODEL = QWEN_CODER_15B
 
 
-def part_path(part: ModelPart, install: str = "uv sync") -> Path:
-    """Where an installed wheel keeps a part, found without importing its package."""
+def part_path(part: ModelPart, install: str) -> Path:
+    """Where an installed wheel keeps a part, found without importing its package; `install` says how to get it."""
     spec = importlib.util.find_spec(part.package)
     locations = list(spec.submodule_search_locations or []) if spec is not None else []
     if not locations:

@@ -217,29 +217,22 @@ class SGLangBackend:
             return []
         if self._incompatible is not None:
             raise BackendError(self._incompatible)
-        body: dict[str, Any]
-        if len(calls) == 1:
-            call = calls[0]
-            body = {
-                "input_ids": _ids(call.token_ids),
-                "sampling_params": _ONE_GREEDY_TOKEN,
-                "return_logprob": True,
-                "token_ids_logprob": _ids(call.label_ids),
-                "logprob_start_len": -1,  # output position only: no prompt logprobs, full cache reuse.
-                "rid": rid_for(call.call_id),
-            }
-            metas = await self._generate(body, None)
-        else:
-            # One item per call; scalars and the one sampling_params object apply to every item.
-            body = {
-                "input_ids": [_ids(c.token_ids) for c in calls],
-                "sampling_params": _ONE_GREEDY_TOKEN,
-                "return_logprob": True,
-                "token_ids_logprob": [_ids(c.label_ids) for c in calls],
-                "logprob_start_len": -1,
-                "rid": [rid_for(c.call_id) for c in calls],
-            }
-            metas = await self._generate(body, len(calls))
+        batch = None if len(calls) == 1 else len(calls)
+
+        def per_call(values: list[Any]) -> Any:
+            """A batch carries one value per call; a plain body carries the one call's value."""
+            return values if batch else values[0]
+
+        body = {
+            "input_ids": per_call([_ids(c.token_ids) for c in calls]),
+            # Scalars and the one sampling_params object apply to every item of a batch.
+            "sampling_params": _ONE_GREEDY_TOKEN,
+            "return_logprob": True,
+            "token_ids_logprob": per_call([_ids(c.label_ids) for c in calls]),
+            "logprob_start_len": -1,  # output position only: no prompt logprobs, full cache reuse.
+            "rid": per_call([rid_for(c.call_id) for c in calls]),
+        }
+        metas = await self._generate(body, batch)
         return [self._label_scores(meta, call.label_ids) for meta, call in zip(metas, calls, strict=True)]
 
     def _label_scores(self, meta: _MetaInfo, label_ids: Sequence[int]) -> LabelScores:
