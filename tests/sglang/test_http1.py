@@ -313,3 +313,19 @@ def test_only_http_urls_are_taken() -> None:
         make("ftp://127.0.0.1:1")
     assert make("https://example.org")._port == 443
     assert make("http://[::1]:8080/x")._fixed.startswith(b"Host: [::1]:8080\r\n")
+
+
+async def test_a_waiter_cancelled_after_the_pool_closed_just_ends() -> None:
+    async with scripted() as script:
+        script.hold = asyncio.Event()
+        client = pool(script, limit=1)
+        busy = asyncio.ensure_future(client.post("/generate", b"1"))
+        waiting = asyncio.ensure_future(client.post("/generate", b"2"))
+        await script.until(lambda: len(script.received) == 1)
+        await client.close()  # fails the waiter, which is cancelled before it runs
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        script.hold.set()
+        assert (await busy).status == 200
+        assert client.open_connections == 0

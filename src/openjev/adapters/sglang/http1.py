@@ -135,9 +135,9 @@ class Http1Pool:
         try:
             handed = await waiter
         except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():  # handed a place, then cancelled: pass it on
-                self._hand_on(waiter.result())
-            else:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self._hand_on(waiter.result())  # handed a place, then cancelled: pass it on
+            elif waiter in self._waiters:
                 self._waiters.remove(waiter)
             raise
         return handed if handed is not None else await self._connect()
