@@ -36,7 +36,8 @@ async def work(ended: asyncio.Event, result: Any = "answer", seconds: float = 30
 
 async def test_an_evaluation_that_ends_first_is_the_answer_and_the_watcher_stops() -> None:
     client, ended = Client(), asyncio.Event()
-    assert await _unless_disconnected(client.receive, work(ended, seconds=0)) == "answer"
+    answer: Any = await _unless_disconnected(client.receive, work(ended, seconds=0))
+    assert answer == "answer"
     await asyncio.sleep(0)
     assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
 
@@ -64,11 +65,12 @@ async def test_a_cancellation_from_elsewhere_stays_a_cancellation() -> None:
 async def test_a_disconnect_just_after_the_answer_cancels_nothing() -> None:
     client, ended = Client(), asyncio.Event()
 
-    async def answer_then_leave() -> str:
+    async def answer_then_leave() -> Any:
         client.leave()  # the watcher ends in the same loop turn as the evaluation
         await asyncio.sleep(0)
         return "answer"
 
-    assert await _unless_disconnected(client.receive, answer_then_leave()) == "answer"
+    answer: Any = await _unless_disconnected(client.receive, answer_then_leave())
+    assert answer == "answer"
     await asyncio.sleep(0.01)  # the watcher's callback must not cancel what this task does next
     assert not ended.is_set()
