@@ -86,3 +86,14 @@ def test_a_template_that_reads_the_clock_is_rendered_every_time(tokenizer: Token
     messages = [ChatMessage(role="user", content="Hi")]
     assert codec.render(messages) == codec.render(messages)
     assert len(codec._renders) == 0 and codec._renders.hits == 0
+
+
+def test_token_floors_of_repeated_texts_are_counted_once_and_unchanged(codec: HFCodec) -> None:
+    text = "Which department should handle this?\nA) Payments and refunds\nB) Software bugs"
+    hits = codec._floors.hits
+    first = codec.min_tokens(text)
+    assert codec.min_tokens(text) == first == codec._min_tokens(text) > 0
+    assert codec._floors.hits == hits + 1
+    long = "x" * (DEFAULT_MAX_SIZE + 1)
+    assert codec.min_tokens(long) == codec._min_tokens(long)
+    assert codec._floors.hits == hits + 1  # a long text (a large state) is counted every time, never kept

@@ -35,7 +35,7 @@ from openjev.domain.errors import BackendError, BackendTimeout, first_error
 from openjev.domain.labels import LabelSet
 from openjev.domain.limits import Limits
 from openjev.domain.ports import CallUsage, LabelScores, PromptCodec, ScoreCall, ScoringBackend
-from openjev.domain.prompt import Branch, PromptPlan, build_plan, content_free, token_floors
+from openjev.domain.prompt import Branch, PromptPlan, build_plan, content_free, prompt_text, token_floors
 from openjev.domain.request_parsing import decode_request
 from openjev.domain.scoring_math import ConfidenceFormula
 from openjev.domain.validation import check_model, validate_request, validate_token_floor, validate_tokens
@@ -144,9 +144,10 @@ class Evaluator:
             return ((),)
 
         # What cannot fit is refused from the byte counts, before tokenizing (seconds for a large state).
-        prefix_floor, question_floors = token_floors(request.state, request.questions, self._codec, self._labels)
+        text = prompt_text(request.state, request.questions, self._labels)
+        prefix_floor, question_floors = token_floors(text, self._codec)
         validate_token_floor(prefix_floor, question_floors, self._limits, self._branch_limit)
-        plan = build_plan(request.state, request.questions, self._codec, self._labels, orders)
+        plan = build_plan(request.state, request.questions, self._codec, self._labels, orders, text)
         validate_tokens(plan, self._limits, self._branch_limit)
         calibrated = {qid: q for qid, q in request.questions.items() if policy.calibrate and calibrates(q)}
         priors = None

@@ -11,7 +11,7 @@ import pytest
 from backports import zstd
 
 from openjev.http.openapi_docs import EXAMPLE_REQUEST
-from tests.api.conftest import Client
+from tests.api.conftest import Client, running
 
 pytestmark = pytest.mark.anyio
 
@@ -44,6 +44,22 @@ async def test_the_spec_example_answers_with_the_spec_shapes_and_headers(client:
     assert int(headers["x-openjev-cached-tokens"]) > 0
     timing = headers["server-timing"]
     assert [part.split(";")[0].strip() for part in timing.split(",")] == ["prepare", "prefill", "branches"]
+
+
+async def test_each_request_writes_one_access_log_line(capsys: pytest.CaptureFixture[str]) -> None:
+    async with running() as client:
+        capsys.readouterr()
+        ok = await client.post("/v1/systemone", json=EXAMPLE_REQUEST)
+        refused = await client.post("/v1/systemone", json=example(model="nope"))
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if '"event": "request"' in line]
+    assert [(line["status"], line["request_id"]) for line in lines] == [
+        (200, ok.headers["x-typesafe-request-id"]),
+        (400, refused.headers["x-typesafe-request-id"]),
+    ]
+    first = lines[0]
+    assert list(first) == ["method", "path", "status", "duration_ms", "event", "request_id", "level", "timestamp"]
+    assert (first["method"], first["path"], first["level"]) == ("POST", "/v1/systemone", "info")
+    assert isinstance(first["duration_ms"], float) and first["timestamp"].endswith("Z")
 
 
 async def test_probabilities_are_full_precision(client: Client) -> None:

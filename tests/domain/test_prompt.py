@@ -13,9 +13,11 @@ from openjev.domain.prompt import (
     DATA_FRAME,
     build_plan,
     check_template,
+    prompt_text,
     question_opening,
     question_text,
     state_messages,
+    token_floors,
 )
 from openjev.domain.wire import ChoiceQuestion, NoulCriteria, NoulQuestion, Question, ScoreQuestion
 
@@ -92,6 +94,26 @@ def test_noul_criteria_may_be_one_sided() -> None:
 
 def _plan(questions: dict[str, Question], labels: LabelSet = LABELS, state: Any = None) -> Any:
     return build_plan(state if state is not None else [SYSTEM, USER], questions, CODEC, labels)
+
+
+def test_the_prompt_text_built_once_gives_the_same_plan_and_floors_in_every_order() -> None:
+    questions: dict[str, Question] = {
+        "refund": NoulQuestion(instructions="Refund?"),
+        "dept": ChoiceQuestion(criteria={"billing": "Payments", "technical": "Bugs", "sales": None}),
+    }
+    text = prompt_text([SYSTEM, USER], questions, LABELS)
+    assert text.messages == tuple(state_messages([SYSTEM, USER]))
+    assert text.questions == {qid: question_text(q, LABELS) for qid, q in questions.items()}
+
+    def orders(question: Question) -> list[tuple[int, ...]]:
+        return [(), (2, 0, 1)] if isinstance(question, ChoiceQuestion) else [()]
+
+    alone = build_plan([SYSTEM, USER], questions, CODEC, LABELS, orders)
+    assert build_plan([SYSTEM, USER], questions, CODEC, LABELS, orders, text) == alone
+    assert alone.branches[1].suffix_ids != alone.branches[2].suffix_ids  # the rotated order is its own text
+    prefix, floors = token_floors(text, CODEC)
+    assert prefix == sum(CODEC.min_tokens(m.content) for m in text.messages) > 0
+    assert floors == {qid: CODEC.min_tokens(question_text(q, LABELS)) for qid, q in questions.items()}
 
 
 def test_plan_shares_the_prefix_and_ends_each_suffix_with_answer() -> None:

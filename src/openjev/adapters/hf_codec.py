@@ -42,6 +42,7 @@ class HFCodec:
         self._encodings: BoundedMemo[tuple[str, bool], tuple[int, ...]] = BoundedMemo(
             self._encode, lambda key: len(key[0])
         )
+        self._floors: BoundedMemo[str, int] = BoundedMemo(self._min_tokens, len)  # the question texts recur
         self._renders: BoundedMemo[tuple[ChatMessage, ...], str] = BoundedMemo(
             self._render,
             lambda messages: sum(len(m.content) for m in messages),
@@ -94,6 +95,9 @@ class HFCodec:
         return _encode(self._tokenizer if special else self._plain, text)
 
     def min_tokens(self, text: str) -> int:
+        return self._floors(text)
+
+    def _min_tokens(self, text: str) -> int:
         if self._floor is None:
             return 0
         floor, normalizer = self._floor

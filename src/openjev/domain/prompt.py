@@ -222,25 +222,48 @@ def encode_pieces(codec: PromptCodec, pieces: Sequence[Piece]) -> list[int]:
     return ids
 
 
+class PromptText(msgspec.Struct, frozen=True):
+    """A request's texts as the model sees them: the state's messages, each question with its options as sent.
+
+    Built once per request (`prompt_text`) for the token floor and the plan, which both read them.
+    """
+
+    messages: tuple[ChatMessage, ...]
+    questions: dict[str, str]  # question id -> `question_text` in the order as sent
+
+
+def prompt_text(state: TextValue, questions: Mapping[str, Question], labels: LabelSet) -> PromptText:
+    return PromptText(
+        messages=tuple(state_messages(state)),
+        questions={qid: question_text(q, labels) for qid, q in questions.items()},
+    )
+
+
 def build_plan(
     state: TextValue,
     questions: Mapping[str, Question],
     codec: PromptCodec,
     labels: LabelSet,
     orders: Callable[[Question], Sequence[Sequence[int]]] = lambda _: ((),),
+    text: PromptText | None = None,
 ) -> PromptPlan:
     """Tokenize the prefix once, the shared tail once, and each question (in each of its orders) on its own.
 
     The prefix runs into the question turn up to its shared opening, so a suffix holds only what
-    differs between questions, then the end of the turn and the answer cue.
+    differs between questions, then the end of the turn and the answer cue. `text`: the request's
+    `prompt_text`, when the caller has it already.
     """
-    split = layout(codec, state_messages(state))
+    text = text if text is not None else prompt_text(state, questions, labels)
+    split = layout(codec, text.messages)
     opening = Piece(text=question_opening(_subject(state)), literal=True)
     tail_ids = tuple(codec.encode_template(split.tail_text))
     branches = tuple(
         Branch(
             question_id=qid,
-            suffix_ids=(*codec.encode_caller_text(question_text(q, labels, order)), *tail_ids),
+            suffix_ids=(
+                *codec.encode_caller_text(question_text(q, labels, order) if order else text.questions[qid]),
+                *tail_ids,
+            ),
             label_ids=label_ids_for(q, labels),
             order=tuple(order),
         )
@@ -254,16 +277,14 @@ def _subject(state: TextValue) -> str:
     return "conversation" if is_transcript(state) else "data"
 
 
-def token_floors(
-    state: TextValue, questions: Mapping[str, Question], codec: PromptCodec, labels: LabelSet
-) -> tuple[int, dict[str, int]]:
+def token_floors(text: PromptText, codec: PromptCodec) -> tuple[int, dict[str, int]]:
     """Lower bounds on the prefix's tokens and on each question's suffix tokens, with nothing tokenized.
 
     Only the caller's text counts (the template adds more). The bound depends on the bytes alone,
     so a question shown in another option order has the same one.
     """
-    prefix = sum(codec.min_tokens(message.content) for message in state_messages(state))
-    return prefix, {qid: codec.min_tokens(question_text(q, labels)) for qid, q in questions.items()}
+    prefix = sum(codec.min_tokens(message.content) for message in text.messages)
+    return prefix, {qid: codec.min_tokens(question) for qid, question in text.questions.items()}
 
 
 def content_free(state: TextValue, placeholder: str) -> TextValue:

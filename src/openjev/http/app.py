@@ -19,6 +19,7 @@ from openjev.http.lifecycle import AppState, ServiceLifecycle
 from openjev.http.metrics import Metrics
 from openjev.http.request_context import (
     RequestContextMiddleware,
+    access_logger,
     add_request_id,
     count_responses,
     loopback_host_check,
@@ -72,7 +73,7 @@ def create_app(
         state=AppState({"service": service}),
         lifespan=[lifespan],
         middleware=[
-            DefineMiddleware(RequestContextMiddleware, metrics=metrics),
+            DefineMiddleware(RequestContextMiddleware, metrics=metrics, access_log=access_logger()),
             *([loopback_host_check] if is_loopback(settings.host) else []),
         ],
         before_send=[add_request_id, count_responses(metrics)],

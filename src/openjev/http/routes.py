@@ -7,11 +7,9 @@ key check is attached by the app factory to the routes that need it (`bearer_che
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import time
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 from litestar import Request, Response, get, post
 from litestar.datastructures import State
@@ -112,22 +110,34 @@ def require_json(content_type: str | None) -> None:
         )
 
 
-async def _unless_disconnected(receive: Receive, work: Coroutine[Any, Any, Evaluation]) -> Evaluation:
-    """Run the evaluation, cancelling it (and so aborting its branches) if the client goes away."""
-    task: asyncio.Task[Evaluation] = asyncio.ensure_future(work)
+async def _unless_disconnected(receive: Receive, work: Awaitable[Evaluation]) -> Evaluation:
+    """Await the evaluation, cancelling it (and so aborting its branches) if the client goes away.
+
+    The evaluation runs in this task and a watcher task waits for the disconnect: a second task
+    and `asyncio.wait` per request cost more than the watcher alone. A cancellation that does
+    not come from the watcher (shutdown) goes through as it is.
+    """
+    current = asyncio.current_task()
+    assert current is not None
+    left = done = False
+
+    def client_left(watcher: asyncio.Future[None]) -> None:
+        nonlocal left
+        if not done and not watcher.cancelled():  # `done`: this may run after the evaluation ended
+            left = True
+            current.cancel()
+
     watcher = asyncio.ensure_future(_disconnect(receive))
+    watcher.add_done_callback(client_left)
     try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        return await work  # a cancellation aborts the branches before it leaves `evaluate`
+    except asyncio.CancelledError:
+        if left and current.uncancel() == 0:
+            raise ClientGone("the client disconnected; the evaluation was cancelled") from None
+        raise
     finally:
+        done = True
         watcher.cancel()
-        client_left = not task.done()
-        if client_left:
-            task.cancel()
-    if client_left:
-        with contextlib.suppress(asyncio.CancelledError):
-            await task  # let the cancellation abort the branches before answering
-        raise ClientGone("the client disconnected; the evaluation was cancelled")
-    return task.result()
 
 
 async def _disconnect(receive: Receive) -> None:

@@ -1,4 +1,4 @@
-"""The SGLang scoring backend: SGLang's native HTTP API (`/generate`) over one pooled aiohttp session.
+"""The SGLang scoring backend: SGLang's native HTTP API (`/generate`) over kept-alive connections.
 
 Every call is a single-token greedy `/generate` on token ids (never text), asking for the exact
 label ids with `token_ids_logprob`. Greedy (`temperature: 0`) matters: SGLang returns raw,
@@ -45,6 +45,7 @@ import msgspec
 
 from openjev.adapters.sglang.checks import NO_LABEL_LOGPROBS, kv_cache_dtype, report_kv_cache, verify_key_enforced
 from openjev.adapters.sglang.health import HealthMonitor
+from openjev.adapters.sglang.http1 import ConnectFailed, ConnectionDropped, Http1Pool, MalformedResponse
 from openjev.domain.errors import BackendError, BackendUnavailable, OpenJevError, StartupError
 from openjev.domain.ports import BackendHealth, CallUsage, LabelScores, ScoreCall
 from openjev.logs import get_logger
@@ -109,9 +110,11 @@ _ONE_GREEDY_TOKEN = {"max_new_tokens": 1, "temperature": 0}
 class SGLangBackend:
     """A `ScoringBackend` for an SGLang server (or SGLang's router) at `url`.
 
-    One keep-alive `aiohttp.ClientSession` lives from `start()` to `close()`. `max_connections` is
-    the most /generate calls the caller runs at once (`build_runtime`: the branch limit plus one
-    warm-up per admitted request); the pool holds CONTROL_CONNECTIONS more so that /health and
+    From `start()` to `close()`, /generate calls go through a lean HTTP/1.1 connection pool
+    (`http1.py`: a sixth of aiohttp's CPU time per call) and the other routes through one
+    keep-alive `aiohttp.ClientSession`. `max_connections` is the most /generate calls the caller
+    runs at once (`build_runtime`: the branch limit plus one warm-up per admitted request); each
+    pool holds CONTROL_CONNECTIONS more, as the one shared pool of before did, and /health and
     /abort_request never wait behind slow calls. `url` may be SGLang's router (docs/sglang.md).
     """
 
@@ -131,7 +134,8 @@ class SGLangBackend:
         self._startup_timeout = startup_timeout
         self._configured_context = context_length
         self._expected_model = expected_model
-        self._session: aiohttp.ClientSession | None = None
+        self._session: aiohttp.ClientSession | None = None  # every route but /generate
+        self._generate_pool: Http1Pool | None = None  # /generate
         self._context: int | None = context_length
         self._abort_route_missing = False
         self._health = HealthMonitor(self._probe_health, name=f"SGLang at {self.url}")
@@ -145,6 +149,7 @@ class SGLangBackend:
         """Wait for SGLang's /health within the start-up budget, then read what the model allows."""
         if self._session is None:
             self._session = self._new_session()
+            self._generate_pool = self._new_pool()
         loop = asyncio.get_running_loop()
         began = loop.time()
         deadline = began + self._startup_timeout
@@ -183,6 +188,9 @@ class SGLangBackend:
     async def close(self) -> None:
         await self._health.close()
         session, self._session = self._session, None
+        pool, self._generate_pool = self._generate_pool, None
+        if pool is not None:
+            await pool.close()
         if session is not None:
             await session.close()
 
@@ -283,6 +291,16 @@ class SGLangBackend:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT)
         return aiohttp.ClientSession(connector=connector, timeout=timeout, raise_for_status=False)
 
+    def _new_pool(self) -> Http1Pool:
+        """/generate's connections: as many as the aiohttp session allows, with its timeouts and key."""
+        return Http1Pool(
+            self.url,
+            limit=self._max_connections + CONTROL_CONNECTIONS,
+            keepalive=KEEPALIVE_SECONDS,
+            connect_timeout=CONNECT_TIMEOUT,
+            headers=self._headers(),
+        )
+
     def _headers(self, *, json: bool = False) -> dict[str, str]:
         headers = {"Content-Type": "application/json"} if json else {}
         if self._api_key:
@@ -297,27 +315,23 @@ class SGLangBackend:
     async def _generate(self, body: Mapping[str, Any], batch: int | None) -> list[_MetaInfo]:
         """POST /generate; the items' meta_info in order (`batch` items, or one for a plain body).
 
-        Every item is checked: a malformed reply or an item SGLang aborted fails the call.
+        Every item is checked: a malformed reply or an item SGLang aborted fails the call. A
+        cancelled call closes its connection (a reply may still come on it).
         """
-        session = self._require_session()
+        pool = self._generate_pool
+        if pool is None:
+            raise BackendUnavailable("the SGLang client is not started (or already closed)")
         try:
-            # `async with` releases (or, on cancellation, closes) the connection whatever happens.
-            async with session.post(
-                f"{self.url}/generate", data=_encode.encode(body), headers=self._headers(json=True)
-            ) as response:
-                raw = await response.read()
-                status = response.status
-        except aiohttp.ClientConnectorError as exc:
-            raise BackendUnavailable(f"cannot connect to SGLang at {self.url}: {exc.os_error}") from None
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientOSError) as exc:
+            reply = await pool.post("/generate", _encode.encode(body))
+        except ConnectFailed as exc:
+            raise BackendUnavailable(f"cannot connect to SGLang at {self.url}: {exc}") from None
+        except ConnectionDropped as exc:
             raise BackendUnavailable(f"SGLang at {self.url} dropped the connection: {exc}") from None
-        except TimeoutError:
-            raise BackendUnavailable(f"cannot connect to SGLang at {self.url}: connection timed out") from None
-        except aiohttp.ClientError as exc:
-            raise BackendError(f"HTTP error talking to SGLang at {self.url}: {exc!r}") from None
-        if status != 200:
-            raise _status_error(status, raw, "/generate")
-        return _metas(raw, batch)
+        except MalformedResponse as exc:
+            raise BackendError(f"HTTP error talking to SGLang at {self.url}: {exc}") from None
+        if reply.status != 200:
+            raise _status_error(reply.status, reply.body, "/generate")
+        return _metas(reply.body, batch)
 
     async def _get_json(self, path: str) -> Any:
         """GET an info route; None when the route is missing (404) or its reply is not JSON."""
