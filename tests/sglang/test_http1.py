@@ -100,6 +100,25 @@ def pool(script: Scripted, path: str = "", **options: object) -> Http1Pool:
     return Http1Pool(f"http://127.0.0.1:{script.port}{path}", **settings)  # type: ignore[arg-type]
 
 
+@dataclass
+class ClosedWhileBusy:
+    client: Http1Pool
+    busy: asyncio.Future[Reply]  # holds the one connection: its reply waits for `reply_held`
+    waiting: asyncio.Future[Reply]  # was waiting for that connection when the pool closed
+    reply_held: asyncio.Event
+
+
+async def closed_while_busy(script: Scripted) -> ClosedWhileBusy:
+    """A one-connection pool closed while one call holds its connection and a second call waits."""
+    script.hold = asyncio.Event()
+    client = pool(script, limit=1)
+    busy = asyncio.ensure_future(client.post("/generate", b"1"))
+    waiting = asyncio.ensure_future(client.post("/generate", b"2"))
+    await script.until(lambda: len(script.received) == 1)
+    await client.close()
+    return ClosedWhileBusy(client, busy, waiting, script.hold)
+
+
 async def test_the_request_is_one_post_with_its_length_and_the_fixed_headers() -> None:
     async with scripted() as script:
         client = pool(script, "/base", headers={"Authorization": "Bearer k"})
@@ -279,19 +298,14 @@ async def test_nothing_listening_is_a_connect_failure_and_gives_the_place_back()
 
 async def test_a_closed_pool_refuses_calls_and_fails_its_waiters() -> None:
     async with scripted() as script:
-        script.hold = asyncio.Event()
-        client = pool(script, limit=1)
-        busy = asyncio.ensure_future(client.post("/generate", b"1"))
-        waiting = asyncio.ensure_future(client.post("/generate", b"2"))
-        await script.until(lambda: len(script.received) == 1)
-        await client.close()
+        closed = await closed_while_busy(script)
         with pytest.raises(ConnectFailed, match="closed"):
-            await waiting
-        script.hold.set()
-        assert (await busy).status == 200
-        assert client.open_connections == 0
+            await closed.waiting
+        closed.reply_held.set()
+        assert (await closed.busy).status == 200
+        assert closed.client.open_connections == 0
         with pytest.raises(ConnectFailed, match="closed"):
-            await client.post("/generate", b"{}")
+            await closed.client.post("/generate", b"{}")
 
 
 def test_it_runs_on_uvloop_as_the_server_does() -> None:
@@ -317,15 +331,10 @@ def test_only_http_urls_are_taken() -> None:
 
 async def test_a_waiter_cancelled_after_the_pool_closed_just_ends() -> None:
     async with scripted() as script:
-        script.hold = asyncio.Event()
-        client = pool(script, limit=1)
-        busy = asyncio.ensure_future(client.post("/generate", b"1"))
-        waiting = asyncio.ensure_future(client.post("/generate", b"2"))
-        await script.until(lambda: len(script.received) == 1)
-        await client.close()  # fails the waiter, which is cancelled before it runs
-        waiting.cancel()
+        closed = await closed_while_busy(script)
+        closed.waiting.cancel()  # the close failed the waiter; it is cancelled before it runs
         with pytest.raises(asyncio.CancelledError):
-            await waiting
-        script.hold.set()
-        assert (await busy).status == 200
-        assert client.open_connections == 0
+            await closed.waiting
+        closed.reply_held.set()
+        assert (await closed.busy).status == 200
+        assert closed.client.open_connections == 0
