@@ -255,7 +255,7 @@ def build_plan(
     """
     text = text if text is not None else prompt_text(state, questions, labels)
     split = layout(codec, text.messages)
-    opening = Piece(text=question_opening(_subject(state)), literal=True)
+    opening = Piece(text=question_opening(state_subject(state)), literal=True)
     tail_ids = tuple(codec.encode_template(split.tail_text))
     branches = tuple(
         Branch(
@@ -273,7 +273,8 @@ def build_plan(
     return PromptPlan(prefix_ids=tuple(encode_pieces(codec, (*split.prefix, opening))), branches=branches)
 
 
-def _subject(state: TextValue) -> str:
+def state_subject(state: TextValue) -> str:
+    """What the question turn's opening calls the state: a conversation or data."""
     return "conversation" if is_transcript(state) else "data"
 
 
