@@ -54,9 +54,9 @@ import uvloop
 
 from openjev.adapters.hf_codec import HFCodec
 from openjev.bootstrap import limits_from
+from openjev.contracts import systemone
 from openjev.domain.labels import LabelSet, verify_labels
 from openjev.domain.prompt import build_plan
-from openjev.evaluation import parse_request
 from openjev.http.openapi_docs import EXAMPLE_REQUEST
 from openjev.settings import Settings, load_settings
 
@@ -91,8 +91,8 @@ class Calls:
 
 def planned_calls(ticket: int, codec: HFCodec, settings: Settings, labels: LabelSet) -> Calls:
     """The bodies openjev's SGLang adapter builds for this request (see adapters/sglang/backend.py)."""
-    request = parse_request(json.dumps(request_body(ticket)).encode(), limits_from(settings), frozenset())
-    plan = build_plan(request.state, request.questions, codec, labels)
+    decision = systemone.parse(json.dumps(request_body(ticket)).encode(), limits_from(settings), frozenset()).decision
+    plan = build_plan(decision.state, decision.asks, codec, labels)
     prefix = list(plan.prefix_ids)
     warm = {"input_ids": prefix, "sampling_params": GREEDY}
     batch = {

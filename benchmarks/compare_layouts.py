@@ -38,18 +38,13 @@ from local_engine import LocalEngine, verified_model_path
 
 from openjev.adapters.embedded.gguf_codec import GGUFCodec
 from openjev.adapters.embedded.llama_protocol import LABEL_BIAS, score_request
+from openjev.contracts.systemone.parsing import decode_request, to_decision
+from openjev.domain.decision import Ask, State
 from openjev.domain.labels import NO, YES, LabelSet, verify_labels
 from openjev.domain.ports import ChatMessage
-from openjev.domain.prompt import (
-    build_plan,
-    label_ids_for,
-    question_opening,
-    question_text,
-    state_messages,
-    state_subject,
-)
-from openjev.domain.request_parsing import decode_request
-from openjev.domain.wire import ChoiceQuestion, NoulQuestion, Question, TextValue
+from openjev.domain.prompt import build_plan, label_ids_for, question_opening, question_text
+from openjev.domain.state import state_messages, state_subject
+from openjev.quality.dataset import answer_keys
 
 LAYOUTS = ("current", "former", "no-cue")
 QUESTION_CUE = "\n\nQuestion:"  # how the server's question opening ends, after its guard sentence
@@ -63,20 +58,20 @@ class Scored:
 
 
 def prompt_ids(
-    layout: str, state: TextValue, question: Question, codec: GGUFCodec, labels: LabelSet
+    layout: str, state: State, question: Ask, codec: GGUFCodec, labels: LabelSet
 ) -> tuple[list[int], list[int]]:
     """The whole prompt's token ids and the label ids read after it, for one question in `layout`."""
     if layout == "current":
-        plan = build_plan(state, {"q": question}, codec, labels)
+        plan = build_plan(state, [question], codec, labels)
         branch = plan.branches[0]
         return [*plan.prefix_ids, *branch.suffix_ids], list(branch.label_ids)
     guard, cue_found, rest = question_opening(state_subject(state)).rpartition(QUESTION_CUE)
     if not cue_found or rest:
         sys.exit(f"compare_layouts: the server's question opening no longer ends with {QUESTION_CUE!r}")
     own = question_text(question, labels)[1:].split("\n")  # instructions, option lines, format line
-    noul = isinstance(question, NoulQuestion)
+    noul = question.kind == "yes_no"
     if layout == "former":
-        choice = isinstance(question, ChoiceQuestion)  # a score question's lines start with its header
+        choice = question.kind == "choice"  # a score question's lines start with its header
         middle = own[1:-1] if noul else ["", "Options:", *own[1:-1]] if choice else ["", *own[1:-1]]
         last = own[-1] if noul else f"Answer with the letter of the one best {'option' if choice else 'level'}."
         content, cue = "\n".join([guard, "", f"Question: {own[0]}", *middle, "", last]), "Answer:"
@@ -95,15 +90,6 @@ def _next_token(codec: GGUFCodec, context: str, ids: list[int], label: str) -> i
     if len(full) != len(ids) + 1 or full[:-1] != ids:
         sys.exit(f"compare_layouts: {label!r} is not one token at the start of the assistant turn")
     return full[-1]
-
-
-def answer_names(question: Question) -> list[Any]:
-    """The answers in label order, as `gold` writes them: True/False, option names, or 0-based levels."""
-    if isinstance(question, NoulQuestion):
-        return [True, False]
-    if isinstance(question, ChoiceQuestion):
-        return list(question.criteria)
-    return list(range(len(question.criteria)))
 
 
 def score(engine: LocalEngine, ids: list[int], label_ids: list[int]) -> list[float]:
@@ -177,11 +163,11 @@ def main() -> None:
                 item = json.loads(line)
                 body = {"model": "m", "state": item["state"], "questions": {"q": item["question"]}}
                 request = decode_request(json.dumps(body).encode())
-                question = request.questions["q"]
-                names = answer_names(question)
+                decision = to_decision(request)
+                names = answer_keys(request.questions["q"])
                 golds.append(item["gold"])
                 for layout in layouts:
-                    ids, label_ids = prompt_ids(layout, request.state, question, codec, labels)
+                    ids, label_ids = prompt_ids(layout, decision.state, decision.asks[0], codec, labels)
                     results[layout].append(Scored(names, score(engine, ids, label_ids), len(ids)))
             report(path.name, golds, results)
     finally:

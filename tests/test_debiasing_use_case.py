@@ -10,12 +10,14 @@ import pytest
 
 from openjev.adapters.fake.backend import FakeBackend, label_logprob
 from openjev.adapters.fake.codec import ChatMLByteCodec
+from openjev.contracts import systemone
 from openjev.domain.debiasing import combine_orders, divide_prior, option_orders
 from openjev.domain.errors import InvalidRequest
 from openjev.domain.labels import verify_labels
 from openjev.domain.limits import Limits
-from openjev.evaluation import Evaluator, parse_request
+from openjev.evaluation import Evaluator
 from openjev.prior_cache import PriorCache, prior_key
+from tests.systemone_use_case import OverSystemOne
 
 CODEC = ChatMLByteCodec()
 LABELS = verify_labels(CODEC, 64)
@@ -32,14 +34,14 @@ def request(questions: dict[str, Any], *, state: Any = "Team wins the cup.", deb
     body: dict[str, Any] = {"model": "jev-latest", "state": state, "questions": questions}
     if debias is not None:
         body["x_debias"] = debias
-    return parse_request(json.dumps(body).encode(), Limits(), frozenset())
+    return systemone.parse(json.dumps(body).encode(), Limits(), frozenset())
 
 
-async def started(**kwargs: Any) -> tuple[FakeBackend, Evaluator]:
+async def started(**kwargs: Any) -> tuple[FakeBackend, OverSystemOne]:
     backend = FakeBackend()
     await backend.start()
-    ev = Evaluator(backend=backend, codec=CODEC, labels=LABELS, limits=Limits(), public_model="m", **kwargs)
-    return backend, ev
+    ev = Evaluator(backend=backend, codec=CODEC, labels=LABELS, limits=Limits(), **kwargs)
+    return backend, OverSystemOne(ev)
 
 
 def probabilities(answer: Any) -> list[float]:
@@ -51,15 +53,15 @@ async def test_rotate_asks_a_choice_question_in_every_order_and_combines_them() 
     prepared = ev.prepare(request({"c": CHOICE, "n": NOUL, "s": SCORE}))
     result = await ev.evaluate(prepared)
     orders = option_orders(3, 10)
-    assert [b.order for b in prepared.plan.branches if b.question_id == "c"] == list(orders)
-    assert [b.order for b in prepared.plan.branches if b.question_id != "c"] == [(), ()]  # yes/no, score: once
+    assert [b.order for b in prepared.plan.branches if prepared.qid(b) == "c"] == list(orders)
+    assert [b.order for b in prepared.plan.branches if prepared.qid(b) != "c"] == [(), ()]  # yes/no, score: once
     assert [c[0] for c in backend.calls] == ["warm"] + ["score"] * (len(orders) + 2)
     usage = result.response.usage
     assert usage.output_tokens == 1 + len(orders) + 2
     assert usage.input_tokens == sum(len(c[2]) for c in backend.calls)
     assert result.debias_calls == len(orders) - 1
     by_order = {
-        b.order: c for b, c in zip(prepared.plan.branches, backend.calls[1:], strict=True) if b.question_id == "c"
+        b.order: c for b, c in zip(prepared.plan.branches, backend.calls[1:], strict=True) if prepared.qid(b) == "c"
     }
     expected = [math.exp(x) for x in combine_orders([(o, _logprobs(by_order[o])) for o in orders])]
     assert probabilities(result.response.answers["c"]) == pytest.approx(expected, abs=1e-12)
@@ -95,7 +97,7 @@ async def test_calibrate_divides_out_the_prior_measured_on_a_content_free_state(
     prepared = ev.prepare(request({"n": NOUL, "s": SCORE}))
     result = await ev.evaluate(prepared)
     assert prepared.priors is not None
-    assert [b.question_id for b in prepared.priors.branches] == ["n"]  # score levels are not calibrated
+    assert [prepared.qid(b) for b in prepared.priors.branches] == ["n"]  # score levels are not calibrated
     kinds = [c[0] for c in backend.calls]
     assert kinds == ["warm", "score", "score", "score"]
     prior_call = backend.calls[-1]

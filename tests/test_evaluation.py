@@ -9,11 +9,16 @@ import pytest
 
 from openjev.adapters.fake.backend import FakeBackend
 from openjev.adapters.fake.codec import ChatMLByteCodec
+from openjev.call_limit import CallLimit
+from openjev.contracts import systemone
+from openjev.contracts.systemone.wire import SystemOneResponse
+from openjev.domain.decision import Decision
 from openjev.domain.errors import BackendError, BackendTimeout, InvalidRequest
 from openjev.domain.labels import verify_labels
 from openjev.domain.limits import Limits
+from openjev.domain.outcome import Outcome
 from openjev.domain.ports import CallUsage, LabelScores, ScoreCall
-from openjev.evaluation import CallLimit, Evaluator, parse_request
+from openjev.evaluation import Evaluator
 
 CODEC = ChatMLByteCodec()
 LABELS = verify_labels(CODEC, 64)
@@ -24,13 +29,22 @@ QUESTIONS = {
 }
 
 
-def request(questions: dict[str, Any] | None = None, state: Any = "I was charged twice.") -> Any:
+def parsed(questions: dict[str, Any] | None = None, state: Any = "I was charged twice.") -> systemone.Parsed:
     raw = json.dumps({"model": "jev-latest", "state": state, "questions": questions or QUESTIONS}).encode()
-    return parse_request(raw, Limits(), frozenset())
+    return systemone.parse(raw, Limits(), frozenset())
+
+
+def request(questions: dict[str, Any] | None = None, state: Any = "I was charged twice.") -> Decision:
+    return parsed(questions, state).decision
+
+
+def response(outcome: Outcome, questions: dict[str, Any] | None = None) -> SystemOneResponse:
+    """The outcome as System One writes it, for the request `questions` made."""
+    return systemone.respond(parsed(questions), outcome, "m")
 
 
 def evaluator(backend: Any, **limits: Any) -> Evaluator:
-    return Evaluator(backend=backend, codec=CODEC, labels=LABELS, limits=Limits(**limits), public_model="m")
+    return Evaluator(backend=backend, codec=CODEC, labels=LABELS, limits=Limits(**limits))
 
 
 async def test_n_plus_one_calls_with_the_warm_up_first_and_usage() -> None:
@@ -45,20 +59,22 @@ async def test_n_plus_one_calls_with_the_warm_up_first_and_usage() -> None:
     assert backend.calls[0][2] == prefix
     for call, branch in zip(backend.calls[1:], prepared.plan.branches, strict=True):
         assert call[2] == prefix + branch.suffix_ids and call[3] == branch.label_ids
-    assert result.response.usage.output_tokens == 4
-    assert result.response.usage.input_tokens == sum(len(c[2]) for c in backend.calls)
-    assert result.prefix_tokens == len(prefix)
-    assert result.cached_tokens is not None and result.cached_tokens >= 3 * len(prefix)
-    assert set(result.response.answers) == set(QUESTIONS)
+    assert response(result).usage.output_tokens == 4
+    assert response(result).usage.input_tokens == sum(len(c[2]) for c in backend.calls)
+    assert result.work.prefix_tokens == len(prefix)
+    assert result.work.branch_cached_tokens is not None and result.work.branch_cached_tokens >= 3 * len(prefix)
+    assert set(response(result).answers) == set(QUESTIONS)
 
 
 async def test_answers_do_not_depend_on_ids_other_questions_or_order() -> None:
     backend = FakeBackend()
     await backend.start()
     ev = evaluator(backend)
-    alone = await ev.evaluate(ev.prepare(request({"x": QUESTIONS["dept"]})))
-    mixed = await ev.evaluate(ev.prepare(request({"urgency": QUESTIONS["urgency"], "other id": QUESTIONS["dept"]})))
-    assert alone.response.answers["x"] == mixed.response.answers["other id"]
+    one = {"x": QUESTIONS["dept"]}
+    two = {"urgency": QUESTIONS["urgency"], "other id": QUESTIONS["dept"]}
+    alone = response(await ev.evaluate(ev.prepare(request(one))), one)
+    mixed = response(await ev.evaluate(ev.prepare(request(two))), two)
+    assert alone.answers["x"] == mixed.answers["other id"]
 
 
 class _NoCacheReport(FakeBackend):
@@ -71,7 +87,7 @@ async def test_cached_tokens_are_none_when_the_backend_does_not_report_them() ->
     backend = _NoCacheReport()
     ev = evaluator(backend)
     result = await ev.evaluate(ev.prepare(request()))
-    assert result.cached_tokens is None
+    assert result.work.branch_cached_tokens is None
 
 
 class _FailOne(FakeBackend):
@@ -151,9 +167,7 @@ def test_token_limits_are_checked_before_any_inference() -> None:
 
 
 def test_the_backend_context_lowers_the_branch_limit() -> None:
-    ev = Evaluator(
-        backend=FakeBackend(), codec=CODEC, labels=LABELS, limits=Limits(), public_model="m", branch_context=80
-    )
+    ev = Evaluator(backend=FakeBackend(), codec=CODEC, labels=LABELS, limits=Limits(), branch_context=80)
     assert ev.branch_limit == 80
     with pytest.raises(InvalidRequest, match="limit per question is 80"):
         ev.prepare(request())
@@ -173,20 +187,18 @@ class _Batches(FakeBackend):
 
 async def test_every_branch_and_every_missing_prior_goes_in_one_batch_after_the_warm_up() -> None:
     backend = _Batches()
-    ev = Evaluator(
-        backend=backend, codec=CODEC, labels=LABELS, limits=Limits(), public_model="m", debias="rotate+calibrate"
-    )
+    ev = Evaluator(backend=backend, codec=CODEC, labels=LABELS, limits=Limits(), debias="rotate+calibrate")
     prepared = ev.prepare(request())
     assert prepared.priors is not None
     result = await ev.evaluate(prepared)
     branches = len(prepared.plan.branches) + len(prepared.priors.branches)
     assert backend.batches == [branches]
     assert [c[0] for c in backend.calls] == ["warm"] + ["score"] * branches
-    assert result.response.usage.output_tokens == branches + 1
-    assert result.response.usage.input_tokens == sum(len(c[2]) for c in backend.calls)
+    assert response(result).usage.output_tokens == branches + 1
+    assert response(result).usage.input_tokens == sum(len(c[2]) for c in backend.calls)
     again = await ev.evaluate(prepared)  # the priors are cached now: only the branches are asked
     assert backend.batches == [branches, len(prepared.plan.branches)]
-    assert again.response.answers == result.response.answers
+    assert response(again).answers == response(result).answers
 
 
 async def test_a_request_with_more_branches_than_the_limit_sends_batches_of_at_most_the_limit() -> None:
@@ -199,7 +211,7 @@ async def test_a_request_with_more_branches_than_the_limit_sends_batches_of_at_m
     scored = [c for c in backend.calls if c[0] == "score"]
     # Results land on their own questions: the same answers as with no batching limit.
     single = await evaluator(FakeBackend()).evaluate(prepared)
-    assert result.response.answers == single.response.answers
+    assert response(result, many).answers == response(single, many).answers
     assert len(scored) == 12
 
 

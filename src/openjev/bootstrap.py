@@ -9,8 +9,8 @@ tests and notebooks use `serving`:
     settings = load_settings(backend="fake")
     runtime = build_runtime(settings)
     async with serving(settings, runtime) as evaluator:
-        request = parse_request(body, limits_from(settings), runtime.model_names)
-        evaluation = await evaluator.evaluate(evaluator.prepare(request))
+        parsed = systemone.parse(body, limits_from(settings), runtime.model_names)
+        outcome = await evaluator.evaluate(evaluator.prepare(parsed.decision))
 """
 
 from __future__ import annotations
@@ -78,11 +78,11 @@ def build_evaluator(settings: Settings, runtime: Runtime, codec: PromptCodec, la
         codec=codec,
         labels=labels,
         limits=limits_from(settings),
-        public_model=runtime.public_model,
         temperature=settings.temperature,
         confidence=settings.confidence,
         debias=settings.resolved_debias(runtime.default_debias),
         max_orders=settings.debias_max_orders,
+        refuse_below=settings.refuse_below_label_mass,
         priors=PriorCache(settings.prior_cache_entries),
         branch_context=runtime.backend.context_tokens(),
     )

@@ -14,9 +14,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from openjev.domain.debiasing import DebiasMode
-from openjev.domain.errors import SettingsError
+from openjev.domain.errors import SettingsError, explain_validation_error
 from openjev.domain.limits import Limits
-from openjev.domain.request_parsing import explain_validation_error
 
 PREFIX = "OPENJEV_"
 # Read by modal_app.py on the deploying machine, never by the server: tolerated, not a typo.
@@ -82,6 +81,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     debias: DebiasMode | None = None  # default: the served model's, else the backend's (DEFAULT_DEBIAS)
     debias_max_orders: Annotated[int, msgspec.Meta(ge=1, le=64)] = 10  # option orders per choice question
     prior_cache_entries: Annotated[int, msgspec.Meta(ge=0)] = 4096  # answer priors kept (LRU)
+    # Refuse (Decisions only: System One has no refusal) a question whose answer labels got less than
+    # this share of the model's next-token probability. Off by default: every question is answered.
+    refuse_below_label_mass: Annotated[float, msgspec.Meta(gt=0, le=1)] | None = None
+    # More names a request's `model` may use, comma-separated (e.g. `gpt-6-luna` for code written
+    # against OpenAI); listed in GET /v1/models beside the served model and `jev-latest`.
+    model_aliases: str | None = None
 
     # SGLang backend.
     sglang_url: str | None = None  # connect to this SGLang (or router) instead of launching one.
@@ -118,6 +123,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     def request_timeout_seconds(self) -> float:
         """`request_timeout` under the name `Limits` (and GET /v1/limits) use."""
         return self.request_timeout
+
+    def aliases(self) -> tuple[str, ...]:
+        """OPENJEV_MODEL_ALIASES as names, in the order given, without blanks or repeats."""
+        names = (name.strip() for name in (self.model_aliases or "").split(","))
+        return tuple(dict.fromkeys(name for name in names if name))
 
     def resolved_backend(self) -> Literal["embedded", "sglang", "fake"]:
         """`auto` means SGLang when one is configured (connect URL or SGLang python), else embedded."""

@@ -9,7 +9,7 @@ import pytest
 from litestar.types import ReceiveMessage
 
 from openjev.http.errors import ClientGone
-from openjev.http.routes import _unless_disconnected
+from openjev.http.orchestration import _unless_disconnected
 
 
 class Client:

@@ -19,6 +19,7 @@ from litestar.types import ReceiveMessage
 from openjev.adapters.fake.backend import FakeBackend
 from openjev.adapters.fake.build import build_runtime
 from openjev.adapters.hf_codec import HFCodec
+from openjev.domain.decision import Decision
 from openjev.domain.errors import BackendError, BackendUnavailable
 from openjev.domain.ports import BackendHealth, ChatMessage, LabelScores
 from openjev.evaluation import Evaluator, Prepared
@@ -216,9 +217,9 @@ async def test_prompt_preparation_is_admitted(server: Any) -> None:
         seen: list[int] = []
         original = evaluator.prepare
 
-        def prepare(request: Any) -> Prepared:
+        def prepare(decision: Decision) -> Prepared:
             seen.append(service.admission.active)
-            return original(request)
+            return original(decision)
 
         evaluator.prepare = prepare  # type: ignore[method-assign]
         assert (await client.post("/v1/systemone", json=EXAMPLE_REQUEST)).status_code == 200

@@ -18,8 +18,8 @@ import pytest
 from openjev.adapters.fake.codec import ChatMLByteCodec
 from openjev.domain.errors import BackendError
 from openjev.domain.labels import verify_labels
+from openjev.domain.layout import layout
 from openjev.domain.ports import CallUsage, ChatMessage, LabelScores, ScoreCall, ScoringBackend
-from openjev.domain.prompt import layout
 
 
 class ContractPrompt(msgspec.Struct, frozen=True, kw_only=True):

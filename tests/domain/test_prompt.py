@@ -1,25 +1,26 @@
+"""The prompt plan: the shared prefix, one suffix per ask, the labels, and what never reaches the model."""
+
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
 from openjev.adapters.fake.codec import ChatMLByteCodec
-from openjev.domain.errors import InvalidRequest
+from openjev.contracts.systemone.parsing import state_of
+from openjev.contracts.systemone.wire import ChoiceQuestion, NoulQuestion, Question
+from openjev.domain.decision import Ask, State
 from openjev.domain.labels import LabelSet, verify_labels
 from openjev.domain.ports import ChatMessage
 from openjev.domain.prompt import (
-    DATA_FRAME,
     build_plan,
     check_template,
     prompt_text,
     question_opening,
     question_text,
-    state_messages,
     token_floors,
 )
-from openjev.domain.wire import ChoiceQuestion, NoulCriteria, NoulQuestion, Question, ScoreQuestion
+from openjev.domain.state import state_messages
 
 CODEC = ChatMLByteCodec()
 LABELS = verify_labels(CODEC, 64)
@@ -27,73 +28,21 @@ SYSTEM = {"role": "system", "content": "You are a support assistant."}
 USER = {"role": "user", "content": "I was charged twice."}
 
 
-def user_data(value: Any) -> list[ChatMessage]:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return [ChatMessage(role="user", content=DATA_FRAME.format(text=text))]
-
-
-@pytest.mark.parametrize(
-    ("state", "expected"),
-    [
-        ("plain text", user_data("plain text")),
-        ({"ticket": 7, "body": "é"}, user_data({"ticket": 7, "body": "é"})),
-        ([SYSTEM, USER], [ChatMessage(**SYSTEM), ChatMessage(**USER)]),
-        ({"messages": [USER]}, [ChatMessage(**USER)]),
-        # `messages` beside other fields: nothing may be dropped, so the whole object is data.
-        ({"messages": [USER], "customer": "vip"}, user_data({"messages": [USER], "customer": "vip"})),
-        # Arrays that are not messages go whole into one user message.
-        ([1, 2, 3], user_data([1, 2, 3])),
-        ([{"role": "robot", "content": "x"}], user_data([{"role": "robot", "content": "x"}])),
-        ([{"role": "user", "content": "x", "extra": 1}], user_data([{"role": "user", "content": "x", "extra": 1}])),
-        ([], user_data([])),
-        ({}, user_data({})),
-        ({"messages": []}, user_data({"messages": []})),
-        (
-            [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
-            [ChatMessage(role="user", content="a\nb")],
-        ),
-    ],
-)
-def test_state_rendering_rules(state: Any, expected: list[ChatMessage]) -> None:
-    assert state_messages(state) == expected
-
-
-@pytest.mark.parametrize("kind", ["image_url", "image", "input_audio", "video"])
-def test_non_text_content_parts_are_refused(kind: str) -> None:
-    state = [{"role": "user", "content": [{"type": "text", "text": "look"}, {"type": kind, kind: {}}]}]
-    with pytest.raises(InvalidRequest) as info:
-        state_messages(state)
-    issue = info.value.issues[0]
-    assert issue.loc == ("body", "state", 0, "content", 1)
-    assert "only text is supported" in issue.msg
-
-
-def test_choice_shows_descriptions_under_labels_and_names_only_when_null() -> None:
-    question = ChoiceQuestion(criteria={"billing": "Payments and refunds", "sales_team": None}, instructions="Who?")
-    text = question_text(question, LABELS)
-    assert "A) Payments and refunds" in text
-    assert "B) sales_team" in text
-    assert "billing" not in text
-    assert text.startswith(" Who?\n")
-
-
-def test_score_lists_levels_in_order_and_json_descriptions() -> None:
-    question = ScoreQuestion(criteria=["Calm", {"level": "angry"}], instructions={"task": "rate `tone`"})
-    text = question_text(question, LABELS)
-    assert text.index("A) Calm") < text.index('B) {"level": "angry"}')
-    assert text.startswith(' {"task": "rate `tone`"}\n')
-    assert "lowest to highest" in text
-
-
-def test_noul_criteria_may_be_one_sided() -> None:
-    text = question_text(NoulQuestion(criteria=NoulCriteria(true="Unsolicited advertising")), LABELS)
-    assert "Yes means: Unsolicited advertising" in text
-    assert "No means" not in text
-    assert "Answer with Yes or No." in text
+def message(sent: dict[str, str]) -> ChatMessage:
+    return ChatMessage(role=sent["role"], content=sent["content"])
 
 
 def _plan(questions: dict[str, Question], labels: LabelSet = LABELS, state: Any = None) -> Any:
-    return build_plan(state if state is not None else [SYSTEM, USER], questions, CODEC, labels)
+    """The plan of System One questions (asks in the order given) about a System One state."""
+    return build_plan(_state(state if state is not None else [SYSTEM, USER]), _asks(questions), CODEC, labels)
+
+
+def _state(state: Any) -> State:
+    return state_of(state)
+
+
+def _asks(questions: dict[str, Question]) -> list[Ask]:
+    return [q.ask(("questions", qid)) for qid, q in questions.items()]
 
 
 def test_the_prompt_text_built_once_gives_the_same_plan_and_floors_in_every_order() -> None:
@@ -101,19 +50,20 @@ def test_the_prompt_text_built_once_gives_the_same_plan_and_floors_in_every_orde
         "refund": NoulQuestion(instructions="Refund?"),
         "dept": ChoiceQuestion(criteria={"billing": "Payments", "technical": "Bugs", "sales": None}),
     }
-    text = prompt_text([SYSTEM, USER], questions, LABELS)
-    assert text.messages == tuple(state_messages([SYSTEM, USER]))
-    assert text.questions == {qid: question_text(q, LABELS) for qid, q in questions.items()}
+    state, asks = _state([SYSTEM, USER]), _asks(questions)
+    text = prompt_text(state, asks, LABELS)
+    assert text.messages == tuple(state_messages(state))
+    assert text.questions == tuple(question_text(ask, LABELS) for ask in asks)
 
-    def orders(question: Question) -> list[tuple[int, ...]]:
-        return [(), (2, 0, 1)] if isinstance(question, ChoiceQuestion) else [()]
+    def orders(ask: Ask) -> list[tuple[int, ...]]:
+        return [(), (2, 0, 1)] if ask.kind == "choice" else [()]
 
-    alone = build_plan([SYSTEM, USER], questions, CODEC, LABELS, orders)
-    assert build_plan([SYSTEM, USER], questions, CODEC, LABELS, orders, text) == alone
+    alone = build_plan(state, asks, CODEC, LABELS, orders)
+    assert build_plan(state, asks, CODEC, LABELS, orders, text) == alone
     assert alone.branches[1].suffix_ids != alone.branches[2].suffix_ids  # the rotated order is its own text
     prefix, floors = token_floors(text, CODEC)
     assert prefix == sum(CODEC.min_tokens(m.content) for m in text.messages) > 0
-    assert floors == {qid: CODEC.min_tokens(question_text(q, LABELS)) for qid, q in questions.items()}
+    assert floors == tuple(CODEC.min_tokens(question_text(ask, LABELS)) for ask in asks)
 
 
 def test_plan_shares_the_prefix_and_ends_each_suffix_with_answer() -> None:
@@ -127,8 +77,8 @@ def test_plan_shares_the_prefix_and_ends_each_suffix_with_answer() -> None:
     assert "I was charged twice." in prefix and "Refund?" not in prefix
     for branch in plan.branches:
         full = CODEC.decode(plan.prefix_ids + branch.suffix_ids)
-        assert full == CODEC.render([ChatMessage(**SYSTEM), ChatMessage(**USER), _user_turn(full)]) + "Answer:"
-    assert [b.question_id for b in plan.branches] == ["refund", "dept"]
+        assert full == CODEC.render([message(SYSTEM), message(USER), _user_turn(full)]) + "Answer:"
+    assert [b.ask for b in plan.branches] == [0, 1]  # refund, dept
     assert plan.branches[0].label_ids == (LABELS.yes_id, LABELS.no_id)
     assert plan.branches[1].label_ids == LABELS.token_ids[:2]
     assert plan.total_tokens == len(plan.prefix_ids) + sum(len(b.suffix_ids) for b in plan.branches)

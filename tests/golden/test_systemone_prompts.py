@@ -18,25 +18,27 @@ import pytest
 
 from openjev.adapters.fake.backend import FakeBackend
 from openjev.adapters.hf_codec import HFCodec
+from openjev.contracts import systemone
 from openjev.domain.debiasing import DebiasMode
 from openjev.domain.labels import verify_labels
 from openjev.domain.limits import Limits
 from openjev.domain.prompt import PromptPlan
-from openjev.evaluation import Evaluator, parse_request
+from openjev.evaluation import Evaluator
 from tests.assets import qwen3_tokenizer_dir
 from tests.golden.cases import CASES
 
 GOLDEN = Path(__file__).with_name("systemone_prompts.json")
 
 
-def _plan(plan: PromptPlan | None) -> dict[str, Any] | None:
+def _plan(plan: PromptPlan | None, ids: list[str]) -> dict[str, Any] | None:
+    """`ids`: the request's question ids, in its order (a branch names its ask by position)."""
     if plan is None:
         return None
     return {
         "prefix": list(plan.prefix_ids),
         "branches": [
             {
-                "question": b.question_id,
+                "question": ids[b.ask],
                 "order": list(b.order),
                 "suffix": list(b.suffix_ids),
                 "labels": list(b.label_ids),
@@ -50,11 +52,11 @@ def prompts(codec: HFCodec, body: dict[str, Any], mode: DebiasMode) -> dict[str,
     """The plan of one request (and of its content-free priors) as plain lists of ids."""
     limits = Limits()
     labels = verify_labels(codec, limits.max_options)
-    evaluator = Evaluator(
-        backend=FakeBackend(), codec=codec, labels=labels, limits=limits, public_model="m", debias=mode
-    )
-    prepared = evaluator.prepare(parse_request(json.dumps(body).encode(), limits, frozenset()))
-    return {"plan": _plan(prepared.plan), "priors": _plan(prepared.priors)}
+    evaluator = Evaluator(backend=FakeBackend(), codec=codec, labels=labels, limits=limits, debias=mode)
+    parsed = systemone.parse(json.dumps(body).encode(), limits, frozenset())
+    prepared = evaluator.prepare(parsed.decision)
+    ids = list(parsed.request.questions)
+    return {"plan": _plan(prepared.plan, ids), "priors": _plan(prepared.priors, ids)}
 
 
 @pytest.fixture(scope="module")

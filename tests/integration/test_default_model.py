@@ -14,10 +14,12 @@ import pytest_asyncio
 from openjev.adapters.embedded.backend import EmbeddedBackend
 from openjev.adapters.embedded.packaged_models import DEFAULT_MODEL, model_file, verify
 from openjev.bootstrap import build_runtime, limits_from, serving
+from openjev.contracts import systemone
 from openjev.domain.errors import StartupError
-from openjev.evaluation import Evaluator, parse_request
+from openjev.evaluation import Evaluator
 from openjev.http.openapi_docs import EXAMPLE_REQUEST
 from openjev.settings import load_settings
+from tests.systemone_use_case import OverSystemOne
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
@@ -60,9 +62,10 @@ async def evaluator(cache: Path) -> AsyncIterator[Evaluator]:
 
 async def test_the_default_server_answers_the_spec_example_sensibly(evaluator: Evaluator, cache: Path) -> None:
     settings = load_settings({"OPENJEV_CACHE_DIR": str(cache)})
-    request = parse_request(json.dumps(EXAMPLE_REQUEST).encode(), limits_from(settings), frozenset())
+    request = systemone.parse(json.dumps(EXAMPLE_REQUEST).encode(), limits_from(settings), frozenset())
     assert evaluator.debias == "none"
-    result = await evaluator.evaluate(evaluator.prepare(request))
+    over = OverSystemOne(evaluator)
+    result = await over.evaluate(over.prepare(request))
     answers = result.response.answers
     assert answers["refund"].noul > 0.5  # type: ignore[union-attr]
     assert answers["department"].choice == "billing"  # type: ignore[union-attr]

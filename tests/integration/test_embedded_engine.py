@@ -19,11 +19,13 @@ from openjev.adapters.embedded.backend import EmbeddedBackend
 from openjev.adapters.embedded.build import build_runtime
 from openjev.adapters.embedded.gguf_codec import GGUFCodec
 from openjev.adapters.embedded.llama_protocol import ReplyCollector, label_probabilities, score_request
+from openjev.contracts.systemone.parsing import state_of
+from openjev.contracts.systemone.wire import ChoiceQuestion, NoulQuestion, Question, TextValue
 from openjev.domain.errors import BackendError
 from openjev.domain.labels import LabelSet, verify_labels
+from openjev.domain.layout import layout
 from openjev.domain.ports import ChatMessage
-from openjev.domain.prompt import build_plan, layout
-from openjev.domain.wire import ChoiceQuestion, NoulQuestion, Question, TextValue
+from openjev.domain.prompt import build_plan
 from openjev.settings import load_settings
 from tests.contract.contract import BackendContract, ContractPrompt
 
@@ -70,7 +72,8 @@ class TestEmbeddedContract(BackendContract):
 
 
 def plan_for(codec: GGUFCodec, labels: LabelSet, state: str, questions: dict[str, Question]) -> Any:
-    return build_plan(state, questions, codec, labels)
+    """The plan of System One questions about a System One state (branches in question order)."""
+    return build_plan(state_of(state), [q.ask(()) for q in questions.values()], codec, labels)
 
 
 def full_distribution(backend: EmbeddedBackend, token_ids: list[int]) -> dict[int, float]:

@@ -14,12 +14,14 @@ from openjev.adapters.fake.codec import ChatMLByteCodec
 from openjev.adapters.score_each import score_each
 from openjev.adapters.sglang.backend import SGLangBackend, rid_for
 from openjev.adapters.sglang.checks import NO_LABEL_LOGPROBS
+from openjev.contracts import systemone
 from openjev.domain.errors import BackendError, BackendUnavailable
 from openjev.domain.labels import verify_labels
 from openjev.domain.limits import Limits
 from openjev.domain.ports import CallUsage, LabelScores, ScoreCall
-from openjev.evaluation import Evaluator, parse_request
+from openjev.evaluation import Evaluator
 from tests.sglang_emulator import SGLangEmulator, logprob_of, split_generate_body
+from tests.systemone_use_case import OverSystemOne
 
 PROMPT = [151644, 872, 198, 9707, 11, 1879, 0, 151645, 198, 151644, 77091, 198]
 LABELS = [32, 33, 34, 35]
@@ -44,15 +46,15 @@ def three_calls() -> list[ScoreCall]:
     ]
 
 
-def evaluator(backend: SGLangBackend, **limits: Any) -> Evaluator:
-    return Evaluator(
-        backend=backend, codec=CODEC, labels=verify_labels(CODEC, 64), limits=Limits(**limits), public_model="m"
+def evaluator(backend: SGLangBackend, **limits: Any) -> OverSystemOne:
+    return OverSystemOne(
+        Evaluator(backend=backend, codec=CODEC, labels=verify_labels(CODEC, 64), limits=Limits(**limits))
     )
 
 
 def request(questions: dict[str, Any] | None = None) -> Any:
     body = {"model": "jev-latest", "state": "I was charged twice.", "questions": questions or QUESTIONS}
-    return parse_request(json.dumps(body).encode(), Limits(), frozenset())
+    return systemone.parse(json.dumps(body).encode(), Limits(), frozenset())
 
 
 async def test_score_many_is_one_batched_generate_with_one_rid_per_call(

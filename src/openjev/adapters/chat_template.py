@@ -1,7 +1,10 @@
 """Render a model's own Jinja2 chat template, in a sandbox, with thinking disabled.
 
 Chat templates come from model repositories: they are untrusted code, so they only ever run in
-Jinja2's immutable sandbox. The globals mirror what transformers provides.
+Jinja2's immutable sandbox. The globals mirror what transformers provides. Messages reach the
+template as transformers hands them: `role` and `content`, and for agent transcripts an assistant's
+`tool_calls` (`{"id", "type": "function", "function": {"name", "arguments"}}`) and a tool result's
+`tool_call_id`, only when present, so a template sees exactly the keys a message has.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from typing import Any, NoReturn
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from openjev.domain.errors import InvalidRequest
+from openjev.domain.errors import TemplateRefused
+from openjev.domain.layout import in_json
 from openjev.domain.ports import ChatMessage
 
 
@@ -26,7 +30,10 @@ def _raise(message: str) -> NoReturn:
 def _tojson(
     value: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None, sort_keys: bool = False
 ) -> str:
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    # openjev's layout puts markers in place of the caller's strings; inside JSON they are marked as such.
+    return in_json(
+        json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -48,19 +55,31 @@ def render_chat_template(
 ) -> str:
     """Render with the generation prompt and `enable_thinking=False`.
 
-    A template that refuses the conversation (e.g. one that requires alternating roles) is the
-    caller's problem with this model, so it surfaces as a 422 on `state`.
+    A template that refuses the conversation (e.g. one that requires alternating roles, or that
+    fails on a tool call's shape) is the caller's problem with this model: TemplateRefused, which
+    the prompt layout turns into an invalid-request error on the state.
     """
     try:
         return compile_template(source).render(
-            messages=[{"role": m.role, "content": m.content} for m in messages],
+            messages=[template_message(m) for m in messages],
             add_generation_prompt=True,
             enable_thinking=False,
             bos_token=bos_token,
             eos_token=eos_token,
             **(extra or {}),
         )
-    except jinja2.TemplateError as exc:
-        raise InvalidRequest.one(
-            ("body", "state"), f"the model's chat template cannot render this conversation: {exc}", "template_error"
-        ) from None
+    except (jinja2.TemplateError, TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+        raise TemplateRefused(str(exc)) from None
+
+
+def template_message(message: ChatMessage) -> dict[str, Any]:
+    """A message as the template reads it (transformers' shape), with only the keys it has."""
+    shaped: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        shaped["tool_calls"] = [
+            {"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in message.tool_calls
+        ]
+    if message.tool_call_id is not None:
+        shaped["tool_call_id"] = message.tool_call_id
+    return shaped

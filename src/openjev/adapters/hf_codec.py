@@ -78,6 +78,8 @@ class HFCodec:
         )
 
     def render(self, messages: Sequence[ChatMessage]) -> str:
+        if any(m.tool_calls for m in messages):  # tool-call arguments are dicts: not a memo key
+            return self._render(tuple(messages))
         return self._renders(tuple(messages))
 
     def encode_template(self, text: str) -> list[int]:

@@ -1,50 +1,70 @@
-"""Turn label log-probabilities into the typed answer the API returns (docs/spec.md#the-response)."""
+"""From an ask's label log-probabilities (in each order it was put, with its priors) to its result.
+
+Pure math over what the branches returned: the orders are combined and the priors divided out by
+`debiasing`, the kind builds the distribution (`kinds`), and the refusal policy may decline it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 
-from openjev.domain.scoring_math import (
-    ConfidenceFormula,
-    argmax,
-    choice_confidence,
-    expected_level,
-    score_confidence,
-    softmax,
-)
-from openjev.domain.wire import (
-    Answer,
-    ChoiceAnswer,
-    NoulAnswer,
-    NoulQuestion,
-    Question,
-    ScoreAnswer,
-    ScoreQuestion,
-)
+import msgspec
+
+from openjev.domain.debiasing import Order, combine_orders, divide_prior, identity
+from openjev.domain.decision import Ask
+from openjev.domain.kinds import rules
+from openjev.domain.outcome import Distribution, Refusal, Result
+from openjev.domain.scoring_math import ConfidenceFormula
 
 
-def make_answer(
-    question: Question,
-    label_logprobs: Sequence[float],
+class Asked(msgspec.Struct, frozen=True):
+    """One branch's reply: the order its options were shown in (() when as given) and what it read."""
+
+    order: Order
+    logprobs: Sequence[float]
+    label_mass: float | None = None
+
+
+def distribution(
+    ask: Ask,
+    asked: Sequence[Asked],
+    priors: Mapping[Order, Sequence[float]],
     *,
     temperature: float = 1.0,
     confidence: ConfidenceFormula = "typesafe",
-) -> Answer:
-    """`label_logprobs` are in the question's label order: yes then no, or option/level order."""
-    p = softmax(label_logprobs, temperature)
-    if isinstance(question, NoulQuestion):
-        return NoulAnswer(noul=p[0])
-    if isinstance(question, ScoreQuestion):
-        keys = [str(i) for i in range(len(p))]
-        return ScoreAnswer(
-            score=expected_level(p),
-            confidence=score_confidence(p, confidence),
-            legend=dict(zip(keys, question.criteria, strict=True)),
-            probabilities=dict(zip(keys, p, strict=True)),
+) -> Distribution:
+    """The ask's answer: its orders combined, its prior divided out where one was measured.
+
+    Asked once with no prior, the label log-probabilities go to the softmax as read.
+    """
+    if len(asked) == 1 and asked[0].order not in priors:
+        logprobs: Sequence[float] = asked[0].logprobs
+    else:
+        logprobs = combine_orders(
+            [(a.order or identity(len(a.logprobs)), _calibrated(a.logprobs, priors.get(a.order))) for a in asked]
         )
-    names = list(question.criteria)
-    return ChoiceAnswer(
-        choice=names[argmax(p)],
-        confidence=choice_confidence(p, confidence),
-        probabilities=dict(zip(names, p, strict=True)),
+    answer = rules(ask).answer(logprobs, temperature=temperature, confidence=confidence)
+    masses = [a.label_mass for a in asked]
+    if not masses or any(m is None for m in masses):
+        return answer
+    return msgspec.structs.replace(answer, label_mass=math.fsum(m for m in masses if m is not None) / len(masses))
+
+
+def under_policy(answer: Distribution, refuse_below: float | None) -> Result:
+    """The answer, or a refusal when its label mass is below the policy's threshold.
+
+    The label mass is the share of the model's next-token probability that fell on the offered
+    labels: below the threshold, the model wanted to say something else than any option.
+    """
+    mass = answer.label_mass
+    if refuse_below is None or mass is None or mass >= refuse_below:
+        return answer
+    return Refusal(
+        reason=f"the answer labels got {mass:.3g} of the model's next-token probability, below {refuse_below:g}",
+        label_mass=mass,
     )
+
+
+def _calibrated(logprobs: Sequence[float], prior: Sequence[float] | None) -> Sequence[float]:
+    return logprobs if prior is None else divide_prior(logprobs, prior)

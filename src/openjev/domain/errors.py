@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import msgspec
+
+_SEGMENT = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+|\.\.\.)\]")
 
 
 class Issue(msgspec.Struct, frozen=True):
@@ -77,6 +80,12 @@ class BackendError(OpenJevError):
     error_type = "backend_error"
 
 
+class TemplateRefused(OpenJevError):
+    """The model's chat template refused to render these messages (raised by a prompt codec)."""
+
+    error_type = "template_error"
+
+
 class StartupError(OpenJevError):
     """The server cannot serve with this model or configuration; start-up stops with this message."""
 
@@ -105,3 +114,27 @@ def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
         if isinstance(exc, OpenJevError):
             return exc
     return leaves[0]
+
+
+def explain_validation_error(exc: msgspec.ValidationError) -> tuple[str, list[str | int]]:
+    """msgspec's message and the path it names: `$.a[0].b` reads as `["a", 0, "b"]`, a dict key as `"..."`.
+
+    The one reader of msgspec's error text: request parsing and settings both use it.
+    """
+    message, _, where = str(exc).partition(" - at `")
+    path = where.rstrip("`")[1:] if where else ""
+    segments: list[str | int] = []
+    for name, index in _SEGMENT.findall(path):
+        segments.append(name if name else (index if index == "..." else int(index)))
+    return message, segments
+
+
+def validation_error_kind(message: str) -> str:
+    """What a msgspec validation message says went wrong: missing, unknown (field), tag, or type."""
+    if message.startswith("Object missing required field"):
+        return "missing"
+    if message.startswith("Object contains unknown field"):
+        return "unknown"
+    if message.startswith("Invalid value"):
+        return "tag"
+    return "type"

@@ -7,16 +7,34 @@ the prompt plan depend only on these protocols.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
 
+class ToolCall(msgspec.Struct, frozen=True):
+    """A tool call an assistant turn makes: rendered by the chat template's own tool-call form.
+
+    `arguments` is the call's arguments as the template expects them: an object (a JSON object the
+    caller sent, parsed) or, when they are not one, the text as sent.
+    """
+
+    call_id: str
+    name: str
+    arguments: str | dict[str, Any]
+
+
 class ChatMessage(msgspec.Struct, frozen=True):
-    """One text message as the chat template sees it."""
+    """One message as the chat template sees it: text, and for agent transcripts tool calls or a tool result.
+
+    An assistant message may carry `tool_calls`; a message with role `tool` is the result of the
+    call named by `tool_call_id`.
+    """
 
     role: str
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
 
 
 class CallUsage(msgspec.Struct, frozen=True):
@@ -30,21 +48,29 @@ class CallUsage(msgspec.Struct, frozen=True):
 
 
 class LabelScores(msgspec.Struct, frozen=True):
-    """Raw (untempered) log-probabilities of the requested label ids, in the order asked."""
+    """Raw (untempered) log-probabilities of the requested label ids, in the order asked.
+
+    `label_mass` is the share of the model's whole next-token distribution that fell on these
+    labels (1.0: it wanted to say nothing else), when the call asked for it and the backend can
+    measure it; None otherwise.
+    """
 
     logprobs: tuple[float, ...]
     usage: CallUsage
+    label_mass: float | None = None
 
 
 class ScoreCall(msgspec.Struct, frozen=True):
     """One branch to score: the log-probabilities of `label_ids` as the next token after `token_ids`.
 
-    `call_id` is unique per call, as for every backend call; `abort` takes it.
+    `call_id` is unique per call, as for every backend call; `abort` takes it. `label_mass` asks
+    the backend to measure the labels' share of the whole next-token distribution too.
     """
 
     call_id: str
     token_ids: Sequence[int]
     label_ids: Sequence[int]
+    label_mass: bool = False
 
 
 class BackendHealth(msgspec.Struct, frozen=True):

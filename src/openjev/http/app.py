@@ -6,15 +6,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from litestar import Litestar, Router
-from litestar.exceptions import HTTPException
 from litestar.middleware import DefineMiddleware
 from prometheus_client import CollectorRegistry
 
 import openjev
 from openjev.bootstrap import build_runtime
-from openjev.domain.errors import OpenJevError
-from openjev.http import docs_pages, openapi_docs, routes
-from openjev.http.errors import http_exception_response, internal_error_response, openjev_error_response
+from openjev.contracts.systemone import errors as systemone_errors
+from openjev.http import decision_routes, docs_pages, openapi_docs, routes
+from openjev.http.errors import ErrorWire, error_handlers
 from openjev.http.lifecycle import AppState, ServiceLifecycle
 from openjev.http.metrics import Metrics
 from openjev.http.request_context import (
@@ -28,6 +27,8 @@ from openjev.listen import is_loopback
 from openjev.logs import configure_logging
 from openjev.runtime import Runtime
 from openjev.settings import Settings, load_settings
+
+SYSTEM_ONE_ERRORS = ErrorWire(systemone_errors.status_of, systemone_errors.error_body, systemone_errors.plain_body)
 
 
 def create_app(
@@ -58,7 +59,7 @@ def create_app(
         finally:
             await service.stop()
 
-    guarded = [routes.system_one, routes.list_models, routes.limits]
+    guarded = [decision_routes.system_one, routes.list_models, routes.limits]
     open_routes = [routes.health, routes.live]
     (open_routes if settings.metrics_public else guarded).append(routes.metrics)
     protected = Router("/", route_handlers=guarded, middleware=routes.bearer_check(settings.api_key))
@@ -77,11 +78,7 @@ def create_app(
             *([loopback_host_check] if is_loopback(settings.host) else []),
         ],
         before_send=[add_request_id, count_responses(metrics)],
-        exception_handlers={
-            OpenJevError: openjev_error_response,
-            HTTPException: http_exception_response,
-            Exception: internal_error_response,
-        },
+        exception_handlers=error_handlers(SYSTEM_ONE_ERRORS),  # the decisions route has OpenAI's own
         openapi_config=openapi_docs.document_config(
             openapi_docs.TITLE,
             openjev.__version__,

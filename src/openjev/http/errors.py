@@ -1,23 +1,26 @@
-"""HTTP-only errors and the mapping of every openjev error to its status and body (docs/spec.md#limits-and-errors)."""
+"""HTTP-only errors, and the exception handlers that answer every error in a contract's own shape.
+
+Each contract says how it writes errors (`ErrorWire`: System One's `detail`, OpenAI's `error`
+envelope); the headers (Retry-After, WWW-Authenticate), what a client may be told of a backend
+failure and what is logged are the same for every contract.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-import msgspec
 from litestar import Request, Response
 from litestar.exceptions import HTTPException
 
 from openjev.domain.errors import (
     BackendError,
-    BackendTimeout,
     BackendUnavailable,
-    InvalidRequest,
     NotReady,
     OpenJevError,
     Overloaded,
-    UnknownModel,
 )
 from openjev.logs import get_logger
 
@@ -62,25 +65,6 @@ class ClientGone(OpenJevError):
     error_type = "client_closed_request"
 
 
-STATUS: dict[type[OpenJevError], int] = {
-    InvalidRequest: 422,
-    UnknownModel: 400,
-    BodyTooLarge: 413,
-    BadEncoding: 415,
-    UnsupportedMediaType: 415,
-    BadBody: 400,
-    BodyTimeout: 408,
-    InvalidHost: 400,
-    AuthenticationFailed: 401,
-    Overloaded: 529,
-    BackendTimeout: 504,
-    NotReady: 503,
-    BackendUnavailable: 503,
-    BackendError: 502,
-    ClientGone: 499,
-}
-
-
 # What a client is told for backend failures; the full text (URLs, backend output) goes to the log.
 PUBLIC_MESSAGES: dict[type[OpenJevError], str] = {
     BackendError: "the backend answered wrongly; the server log has the details",
@@ -95,48 +79,56 @@ def public_text(text: str, limit: int = 300) -> str:
     return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
-def status_of(exc: OpenJevError) -> int:
-    for cls in type(exc).__mro__:
-        if cls in STATUS:
-            return STATUS[cls]
-    return 500
+@dataclass(frozen=True)
+class ErrorWire:
+    """How one contract writes errors: the status of an openjev error, and the bodies.
+
+    `body(exc, message)` is the body for an openjev error (`message`: what the client may be told);
+    `plain(status, error_type, message)` for any other HTTP error (Litestar's own 404, 405, …).
+    """
+
+    status_of: Callable[[OpenJevError], int]
+    body: Callable[[OpenJevError, str], Any]
+    plain: Callable[[int, str, str], Any]
 
 
-def openjev_error_response(request: Request[Any, Any, Any], exc: OpenJevError) -> Response[Any]:
-    status = status_of(exc)
-    headers: dict[str, str] = {}
-    if isinstance(exc, Overloaded | NotReady):
-        headers["Retry-After"] = str(exc.retry_after)
-    if isinstance(exc, BackendUnavailable):
-        headers["Retry-After"] = "5"
-    if isinstance(exc, AuthenticationFailed):
-        headers["WWW-Authenticate"] = "Bearer"
-    if isinstance(exc, BodyTimeout):
-        headers["Connection"] = "close"
-    body: Any
-    if isinstance(exc, InvalidRequest):
-        body = {"detail": [msgspec.to_builtins(issue) for issue in exc.issues]}
-    else:
+Handler = Callable[[Request[Any, Any, Any], Any], Response[Any]]
+
+
+def error_handlers(wire: ErrorWire) -> dict[int | type[Exception], Handler]:
+    """Litestar exception handlers that answer in `wire`'s shape, for the app or for one route."""
+
+    def openjev_error(request: Request[Any, Any, Any], exc: OpenJevError) -> Response[Any]:
+        status = wire.status_of(exc)
+        headers: dict[str, str] = {}
+        if isinstance(exc, Overloaded | NotReady):
+            headers["Retry-After"] = str(exc.retry_after)
+        if isinstance(exc, BackendUnavailable):
+            headers["Retry-After"] = "5"
+        if isinstance(exc, AuthenticationFailed):
+            headers["WWW-Authenticate"] = "Bearer"
+        if isinstance(exc, BodyTimeout):
+            headers["Connection"] = "close"
         message = next((m for cls, m in PUBLIC_MESSAGES.items() if isinstance(exc, cls)), None)
-        body = {"detail": {"error_type": exc.error_type, "message": message or public_text(exc.message)}}
-    if status >= 500 and (status != 503 or isinstance(exc, BackendUnavailable)):
-        log.warning("request_failed", status=status, error_type=exc.error_type, error=exc.message)
-    return Response(content=body, status_code=status, headers=headers)
+        if status >= 500 and (status != 503 or isinstance(exc, BackendUnavailable)):
+            log.warning("request_failed", status=status, error_type=exc.error_type, error=exc.message)
+        return Response(
+            content=wire.body(exc, message or public_text(exc.message)), status_code=status, headers=headers
+        )
 
+    def http_exception(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+        """Litestar's own errors (404, 405, …) in the same shape as ours."""
+        error_type = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return Response(
+            content=wire.plain(exc.status_code, error_type, str(exc.detail)),
+            status_code=exc.status_code,
+            headers=exc.headers,
+        )
 
-def http_exception_response(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
-    """Litestar's own errors (404, 405, …) in the same `detail.error_type` shape as ours."""
-    error_type = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-    return Response(
-        content={"detail": {"error_type": error_type, "message": str(exc.detail)}},
-        status_code=exc.status_code,
-        headers=exc.headers,
-    )
+    def internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+        log.error("internal_error", error=repr(exc), exc_info=exc)
+        return Response(
+            content=wire.plain(500, "internal_error", "internal server error; see the server log"), status_code=500
+        )
 
-
-def internal_error_response(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
-    log.error("internal_error", error=repr(exc), exc_info=exc)
-    return Response(
-        content={"detail": {"error_type": "internal_error", "message": "internal server error; see the server log"}},
-        status_code=500,
-    )
+    return {OpenJevError: openjev_error, HTTPException: http_exception, Exception: internal_error}

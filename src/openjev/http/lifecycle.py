@@ -62,7 +62,8 @@ class ServiceLifecycle:
         self.admission = Admission(settings.max_concurrent_requests)
         self.metrics = metrics if metrics is not None else Metrics(backend=runtime.kind)
         self.metrics.evaluations_running.set_function(lambda: self.admission.active)
-        self.accepted_models = runtime.model_names
+        self.model_aliases = settings.aliases()
+        self.accepted_models = runtime.model_names | frozenset(self.model_aliases)
         self.phase = Phase.STARTING
         self.detail = "loading the backend"
         self.evaluator: Evaluator | None = None

@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 import openjev
-from openjev.evaluation import Evaluation
+from openjev.domain.outcome import Outcome, Refusal
 
 # Seconds: from a fake backend's millisecond up to the default 120 s request timeout.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, float("inf"))
@@ -23,6 +23,8 @@ COUNT_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, float("inf"))
 UNMATCHED_ROUTE = "unmatched"  # 404s and anything else that matched no route: one label value for all
 BACKEND_STATES = ["starting", "ok", "slow", "down"]
 STARTED_AT_KEY = "openjev_started"
+CONTRACTS = ("systemone", "decisions")  # the `contract` label's values: one per decision route
+OVERLOAD_STATUSES = frozenset({529, 429})  # System One's and OpenAI's overload answers
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
@@ -88,7 +90,9 @@ class Metrics:
             registry=r,
         )
         self.overloaded = Counter(
-            "openjev_overloaded_responses", "Requests refused with 529 (admission limit reached).", registry=r
+            "openjev_overloaded_responses",
+            "Requests refused because the admission limit was reached (529 on System One, 429 on Decisions).",
+            registry=r,
         )
         self.timeouts = Counter(
             "openjev_timeout_responses", "Requests answered 504 (the backend missed the request timeout).", registry=r
@@ -101,6 +105,18 @@ class Metrics:
         self.prior_hits = Counter(
             "openjev_prior_cache_hits",
             "Answer priors served from the prior cache instead of a backend call.",
+            registry=r,
+        )
+        self.answered = Counter(
+            "openjev_answered_requests",
+            "Decision requests answered, by contract (systemone, decisions).",
+            ["contract"],
+            registry=r,
+        )
+        self.refusals = Counter(
+            "openjev_refusals",
+            "Questions refused under the refusal policy (OPENJEV_REFUSE_BELOW_LABEL_MASS), by contract.",
+            ["contract"],
             registry=r,
         )
         self.backend_state = Enum(
@@ -117,6 +133,7 @@ class Metrics:
         # Labelled children looked up once, not on every request (`labels()` validates and locks).
         self._phases = {phase: self.phase_seconds.labels(phase=phase) for phase in ("prepare", "prefill", "branches")}
         self._by_route: dict[tuple[str, int], tuple[Any, Any]] = {}  # route templates x status codes: small sets
+        self._by_contract = {c: (self.answered.labels(contract=c), self.refusals.labels(contract=c)) for c in CONTRACTS}
 
     # Recording -------------------------------------------------------------------------------
 
@@ -140,26 +157,29 @@ class Metrics:
         started = scope.get("state", {}).get(STARTED_AT_KEY)
         if started is not None:
             seconds.observe(time.perf_counter() - started)
-        if status == 529:
+        if status in OVERLOAD_STATUSES:
             self.overloaded.inc()
         elif status == 504:
             self.timeouts.inc()
 
-    def evaluation(self, evaluation: Evaluation, prepare_seconds: float, questions: int) -> None:
-        """One successful evaluation: its phases, sizes, tokens and debiasing work."""
+    def evaluation(self, outcome: Outcome, prepare_seconds: float, *, contract: str) -> None:
+        """One answered decision request: its phases, sizes, tokens, debiasing work and refusals."""
         self._phases["prepare"].observe(prepare_seconds)
-        self._phases["prefill"].observe(evaluation.timings.prefill)
-        self._phases["branches"].observe(evaluation.timings.branches)
-        usage = evaluation.response.usage
-        self.questions.observe(questions)
-        self.backend_calls.observe(usage.output_tokens)  # one output token per call: N + 1 (+ debiasing)
-        self.input_tokens.inc(usage.input_tokens)
-        self.prefix_tokens.inc(evaluation.prefix_tokens)
-        if evaluation.cached_tokens is not None:
-            self.cached_tokens.inc(evaluation.cached_tokens)
-            self.reported_input_tokens.inc(usage.input_tokens)
-        self.debias_calls.inc(evaluation.debias_calls)
-        self.prior_hits.inc(evaluation.prior_hits)
+        self._phases["prefill"].observe(outcome.timings.prefill)
+        self._phases["branches"].observe(outcome.timings.branches)
+        work = outcome.work
+        self.questions.observe(len(outcome.results))
+        self.backend_calls.observe(work.calls)  # warm-up + branches (+ debiasing)
+        self.input_tokens.inc(work.input_tokens)
+        self.prefix_tokens.inc(work.prefix_tokens)
+        if work.branch_cached_tokens is not None:
+            self.cached_tokens.inc(work.branch_cached_tokens)
+            self.reported_input_tokens.inc(work.input_tokens)
+        self.debias_calls.inc(work.debias_calls)
+        self.prior_hits.inc(work.prior_hits)
+        answered, refusals = self._by_contract[contract]
+        answered.inc()
+        refusals.inc(sum(isinstance(r, Refusal) for r in outcome.results))
 
     def health(self, state: str, startup_seconds: float | None) -> None:
         self.backend_state.state(state if state in BACKEND_STATES else "down")

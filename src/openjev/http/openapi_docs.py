@@ -23,7 +23,7 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.plugins import JsonRenderPlugin
 from litestar.openapi.spec import Example, OpenAPIMediaType, Operation, Reference, RequestBody
 
-from openjev.domain.wire import SystemOneRequest
+from openjev.contracts.systemone.wire import SystemOneRequest
 from openjev.http.openapi_exact import complete_document
 from openjev.http.schemas import ErrorBody, ValidationErrorBody
 

@@ -1,6 +1,6 @@
 """The response bodies of the small routes (/v1/models, /v1/limits, /health, /health/live).
 
-The System One request and response live in `openjev.domain.wire`.
+The decision requests and responses live in their contracts (`openjev.contracts`).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import msgspec
 
-from openjev.domain.wire import ChoiceQuestion, NoulQuestion, Question, ScoreQuestion, TextValue
+from openjev.contracts.systemone.wire import Question, TextValue
+from openjev.domain.decision import OptionKey
 
 
 class EvalItem(msgspec.Struct, frozen=True):
@@ -23,29 +24,27 @@ class DatasetError(ValueError):
     """A file that is not a valid labelled set: says which file, which line and why."""
 
 
+def answer_keys(question: Question) -> list[OptionKey]:
+    """The question's options as a gold answer names them: True/False, option names, 0-based levels."""
+    return [option.key for option in question.ask(()).options]
+
+
 def answer_names(question: Question) -> list[str]:
     """The answers a prediction ranges over, in the order the server reports them."""
-    if isinstance(question, NoulQuestion):
-        return ["true", "false"]
-    if isinstance(question, ChoiceQuestion):
-        return list(question.criteria)
-    return [str(i) for i in range(len(question.criteria))]
+    return [str(key).lower() if isinstance(key, bool) else str(key) for key in answer_keys(question)]
 
 
 def gold_index(item: EvalItem) -> int:
-    """Where the gold answer sits among `answer_names`; ValueError when it is not one of them."""
-    question, gold = item.question, item.gold
-    if isinstance(question, NoulQuestion):
-        if not isinstance(gold, bool):
-            raise ValueError(f"a noul question's gold must be true or false, got {gold!r}")
-        return 0 if gold else 1
-    if isinstance(question, ScoreQuestion):
-        if isinstance(gold, bool) or not isinstance(gold, int) or not 0 <= gold < len(question.criteria):
-            raise ValueError(f"a score question's gold must be a level from 0 to {len(question.criteria) - 1}")
-        return gold
-    if not isinstance(gold, str) or gold not in question.criteria:
-        raise ValueError(f"gold {gold!r} is not one of the options {list(question.criteria)}")
-    return list(question.criteria).index(gold)
+    """Where the gold answer sits among `answer_names`; ValueError when it is not one of them.
+
+    Keys and gold compare with their types: `true` is no level and `1` no yes.
+    """
+    keys = answer_keys(item.question)
+    for index, key in enumerate(keys):
+        if type(key) is type(item.gold) and key == item.gold:
+            return index
+    shown = keys if len(keys) <= 10 else [*keys[:10], "…"]
+    raise ValueError(f"gold {item.gold!r} is not one of the answers {shown} of this {item.question.kind} question")
 
 
 def load_items(path: Path) -> list[EvalItem]:

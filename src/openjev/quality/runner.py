@@ -14,7 +14,7 @@ import msgspec
 
 from openjev.client.progress import Progress
 from openjev.client.systemone import Reply, SystemOneClient
-from openjev.domain.wire import ChoiceQuestion, NoulQuestion, Question
+from openjev.contracts.systemone.wire import ChoiceQuestion, NoulQuestion, Question
 from openjev.quality.dataset import EvalItem, answer_names, gold_index, load_items
 from openjev.quality.metrics import (
     Prediction,

@@ -4,16 +4,27 @@ import math
 
 import pytest
 
-from openjev.domain.answers import make_answer
-from openjev.domain.wire import (
+from openjev.contracts.systemone.wire import (
+    Answer,
     ChoiceAnswer,
     ChoiceQuestion,
     NoulAnswer,
     NoulQuestion,
+    Question,
     ScoreAnswer,
     ScoreQuestion,
     TextValue,
 )
+from openjev.domain.kinds import KINDS
+from openjev.domain.scoring_math import ConfidenceFormula
+
+
+def make_answer(
+    question: Question, logprobs: list[float], *, temperature: float = 1.0, confidence: ConfidenceFormula = "typesafe"
+) -> Answer:
+    """The question's kind builds the distribution; System One writes it as its answer."""
+    result = KINDS[question.kind].answer(logprobs, temperature=temperature, confidence=confidence)
+    return question.answer(result)
 
 
 def test_noul_is_the_normalised_probability_of_yes() -> None:
