@@ -38,6 +38,12 @@ async def test_limits_lists_every_admission_limit(client: Client) -> None:
         "request_timeout_seconds": 120.0,
     }
     assert body["scope"] == "per API process"
+    assert body["contracts"]["decisions"] == {
+        "route": "/v1/decisions",
+        "questions": "questions",
+        "options": ["choices", "levels"],
+    }
+    assert body["contracts"]["systemone"]["options"] == ["criteria"]
 
 
 async def test_health_is_ready_and_live(client: Client) -> None:

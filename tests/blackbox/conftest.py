@@ -117,11 +117,17 @@ def http_request(
         conn.close()
 
 
-def post_json(base: str, payload: Any, headers: Mapping[str, str] | None = None, timeout: float = 30.0) -> Reply:
+def post_json(
+    base: str,
+    payload: Any,
+    headers: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+    path: str = "/v1/systemone",
+) -> Reply:
     return http_request(
         base,
         "POST",
-        "/v1/systemone",
+        path,
         json.dumps(payload).encode(),
         {"Content-Type": "application/json", **(headers or {})},
         timeout,

@@ -84,6 +84,8 @@ class StubServer:
     key: str | None = None
     cached_tokens_header: bool = False  # the cache header is sent only when this is set
     break_shape: bool = False  # report a noul probability of 1.5
+    decisions: bool = True  # serve POST /v1/decisions (System One servers elsewhere may not)
+    decisions_swap: bool = False  # Decisions answers with the labels reversed
     seen: list[str] = field(default_factory=list)
     runner: web.AppRunner | None = None
 
@@ -92,6 +94,8 @@ class StubServer:
         app.router.add_get("/health", self._health)
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/systemone", self._systemone)
+        if self.decisions:
+            app.router.add_post("/v1/decisions", self._decisions)
         self.runner = web.AppRunner(app)
         await self.runner.setup()
         await web.TCPSite(self.runner, "127.0.0.1", port).start()
@@ -147,3 +151,60 @@ class StubServer:
             headers["x-openjev-cached-tokens"] = "0"
         usage = {"input_tokens": 100, "output_tokens": len(questions) + 1}
         return web.json_response({"model": STUB_MODEL, "answers": answers, "usage": usage}, headers=headers)
+
+    async def _decisions(self, request: web.Request) -> web.Response:
+        """OpenAI's Decisions shapes, answering like `_systemone` (the obvious predicates right)."""
+        body = await request.json()
+        if body["model"] not in ("jev-latest", STUB_MODEL):
+            error = {
+                "message": "no such model",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "model_not_found",
+            }
+            return web.json_response({"error": error}, status=404)
+        answers = []
+        for i, question in enumerate(body["questions"]):
+            options = question.get("choices") or question.get("levels") or [True, False]
+            if len(options) > 64:
+                error = {"message": "too many", "type": "invalid_request_error", "param": f"questions[{i}].choices"}
+                return web.json_response({"error": {**error, "code": "too_many_options"}}, status=400)
+            answers.append(decision_answer(body["input"], question, self.decisions_swap))
+        usage = {
+            "input_tokens": 100,
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "output_tokens": len(answers) + 1,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 100 + len(answers) + 1,
+        }
+        request_id = f"req-{len(self.seen)}"
+        headers = {"x-typesafe-request-id": request_id, "x-request-id": request_id, "x-openjev-prefix-tokens": "42"}
+        return web.json_response({"answers": answers, "model": STUB_MODEL, "usage": usage}, headers=headers)
+
+
+def decision_answer(input: Any, question: Mapping[str, Any], swap: bool) -> dict[str, Any]:
+    """A Decisions answer: an obvious satisfied/unsatisfied predicate right, else a decreasing distribution."""
+    name = question.get("name")
+    if question["type"] == "predicate":
+        obvious = {case.state: case.expect for case in SEMANTIC_CASES if case.question["type"] == "noul"}
+        expect = obvious.get(input) if isinstance(input, str) else None
+        p = 0.9 if expect is True else 0.1 if expect is False else 0.6
+        return {"type": "predicate", "name": name, "probability": 1 - p if swap else p}
+    options = question["choices"] if question["type"] == "choice" else question["levels"]
+    n = len(options)
+    weights = [float(n - i) for i in range(n)]
+    dist = [w / math.fsum(weights) for w in weights]
+    confidence = (max(dist) - 1 / n) / (1 - 1 / n)
+    if question["type"] == "choice":
+        entries = [{"value": o["value"], "probability": q} for o, q in zip(options, dist, strict=True)]
+        return {
+            "type": "choice",
+            "name": name,
+            "choice": options[0]["value"],
+            "confidence": confidence,
+            "probabilities": entries,
+        }
+    levels = enumerate(zip(options, dist, strict=True))
+    entries = [{"value": i, "label": o["label"], "probability": q} for i, (o, q) in levels]
+    score = math.fsum(i * q for i, q in enumerate(dist))
+    return {"type": "score", "name": name, "score": score, "confidence": confidence, "probabilities": entries}

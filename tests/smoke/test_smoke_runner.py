@@ -200,3 +200,29 @@ async def test_cli_registers_and_runs(
     assert json.loads(out.read_text())["ok"] is True
     with pytest.raises(SystemExit):
         parser.parse_args(["smoke", url, "--startup-timeout", "0"])
+
+
+DECISIONS = {
+    "decisions_all_types",
+    "decisions_choice_64",
+    "decisions_choice_65_refused",
+    "decisions_unknown_model",
+    "decisions_obvious_yes",
+    "decisions_obvious_no",
+}
+
+
+async def test_both_routes_are_checked_and_a_server_without_decisions_fails_those_checks_only(stub: Start) -> None:
+    _, url = await stub()
+    names = {c.name for c in (await run_smoke(SmokeOptions(url=url, out=None))).checks}
+    assert names >= DECISIONS | SEMANTIC
+    _, url = await stub(decisions=False)
+    result = await run_smoke(SmokeOptions(url=url, out=None))
+    assert failed(result) == DECISIONS
+    assert "404" in check(result, "decisions_all_types").reason
+
+
+async def test_a_swapped_mapping_on_the_decisions_route_fails_its_semantic_pair(stub: Start) -> None:
+    _, url = await stub(decisions_swap=True)
+    result = await run_smoke(SmokeOptions(url=url, out=None))
+    assert failed(result) == {"decisions_obvious_yes", "decisions_obvious_no"}

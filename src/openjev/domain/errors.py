@@ -130,11 +130,13 @@ def explain_validation_error(exc: msgspec.ValidationError) -> tuple[str, list[st
 
 
 def validation_error_kind(message: str) -> str:
-    """What a msgspec validation message says went wrong: missing, unknown (field), tag, or type."""
+    """What a msgspec validation message says went wrong: missing, unknown (field), tag, enum, or type."""
     if message.startswith("Object missing required field"):
         return "missing"
     if message.startswith("Object contains unknown field"):
         return "unknown"
     if message.startswith("Invalid value"):
         return "tag"
+    if message.startswith("Invalid enum value"):
+        return "enum"
     return "type"

@@ -33,6 +33,9 @@ _MARKER = re.compile(f"{_MARK}openjev-(json-)?(\\d+){_MARK}")
 _PLAIN_MARKER = re.compile(f"{_MARK}openjev-(\\d+){_MARK}")
 
 
+_QUESTION = "the question"  # stands for the question turn's content, which follows the prefix
+
+
 def _marker(i: int) -> str:
     return f"{_MARK}openjev-{i}{_MARK}"
 
@@ -73,6 +76,9 @@ class _Leaves:
         self.contents: list[int] = []  # the messages' contents: each must appear exactly once
 
     def add(self, text: str, *, required: bool) -> str:
+        """A marker for `text`; an empty string stays empty, since templates test emptiness (`if content`)."""
+        if not text:
+            return text
         self.texts.append(text)
         self.required.append(required)
         return _marker(len(self.texts) - 1)
@@ -89,7 +95,8 @@ class _Leaves:
 
     def message(self, message: ChatMessage) -> ChatMessage:
         content = self.add(message.content, required=True)
-        self.contents.append(len(self.texts) - 1)
+        if content:
+            self.contents.append(len(self.texts) - 1)
         return ChatMessage(
             role=message.role,
             content=content,
@@ -132,7 +139,7 @@ def _split(codec: PromptCodec, messages: Sequence[ChatMessage], where: Loc) -> P
     """The layout, or None when a tool call's name or arguments did not appear in the render."""
     leaves = _Leaves()
     shaped = [leaves.message(m) for m in messages]
-    question = leaves.add("", required=True)
+    question = leaves.add(_QUESTION, required=True)
     try:
         rendered = codec.render([*shaped, ChatMessage(role="user", content=question)])
     except TemplateRefused as exc:

@@ -59,7 +59,7 @@ def create_app(
         finally:
             await service.stop()
 
-    guarded = [decision_routes.system_one, routes.list_models, routes.limits]
+    guarded = [decision_routes.system_one, decision_routes.decisions, routes.list_models, routes.limits]
     open_routes = [routes.health, routes.live]
     (open_routes if settings.metrics_public else guarded).append(routes.metrics)
     protected = Router("/", route_handlers=guarded, middleware=routes.bearer_check(settings.api_key))

@@ -24,6 +24,7 @@ from openjev.listen import is_loopback
 from openjev.logs import get_logger
 
 REQUEST_ID_HEADER = "x-typesafe-request-id"
+OPENAI_REQUEST_ID_HEADER = "x-request-id"  # the same id under the name OpenAI's clients read
 log = get_logger("openjev.access")
 
 
@@ -37,7 +38,8 @@ def request_id_of(scope: Scope) -> str:
 
 async def add_request_id(message: Message, scope: Scope) -> None:
     if message["type"] == "http.response.start":
-        MutableScopeHeaders.from_message(message)[REQUEST_ID_HEADER] = request_id_of(scope)
+        headers = MutableScopeHeaders.from_message(message)
+        headers[REQUEST_ID_HEADER] = headers[OPENAI_REQUEST_ID_HEADER] = request_id_of(scope)
 
 
 def count_responses(metrics: Metrics) -> BeforeMessageSendHookHandler:

@@ -19,6 +19,7 @@ from openjev.http.lifecycle import AppState, Phase
 from openjev.http.metrics import CONTENT_TYPE
 from openjev.http.schemas import (
     UNKNOWN_RELEASE_DATE,
+    ContractLimits,
     HealthReport,
     LimitsReport,
     Liveness,
@@ -26,6 +27,11 @@ from openjev.http.schemas import (
     ModelList,
     OpenAIModel,
 )
+
+CONTRACT_LIMITS = {
+    "systemone": ContractLimits(route="/v1/systemone", questions="questions", options=["criteria"]),
+    "decisions": ContractLimits(route="/v1/decisions", questions="questions", options=["choices", "levels"]),
+}
 
 
 def bearer_check(expected: str | None) -> list[Callable[[ASGIApp], ASGIApp]]:
@@ -75,13 +81,14 @@ def list_models(state: AppState) -> ModelList:
 
 @get("/v1/limits", tags=["Models"], sync_to_thread=False)
 def limits(state: AppState) -> LimitsReport:
-    """Every admission limit in force in this API process."""
+    """Every admission limit in force in this API process, the same on both decision routes."""
     service = state.service
     evaluator = service.evaluator
     return LimitsReport(
         limits=service.limits,
         branch_token_limit=evaluator.branch_limit if evaluator else None,
         scope="per API process",
+        contracts=CONTRACT_LIMITS,
     )
 
 

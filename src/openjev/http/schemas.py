@@ -34,10 +34,20 @@ class ModelList(msgspec.Struct):
     data: list[OpenAIModel]
 
 
+class ContractLimits(msgspec.Struct):
+    """How one decision route names the limits: which fields the question and option counts apply to."""
+
+    route: str
+    questions: str
+    options: list[str]
+
+
 class LimitsReport(msgspec.Struct):
     limits: Limits
     branch_token_limit: int | None
     scope: str
+    # Added after the fields above: the same limits hold on both decision routes, under these names.
+    contracts: dict[str, ContractLimits] = msgspec.field(default_factory=dict)
 
 
 class HealthReport(msgspec.Struct):
@@ -66,6 +76,19 @@ class ErrorBody(msgspec.Struct):
     """Every error but a 422: `{"detail": {"error_type": ..., "message": ...}}`."""
 
     detail: ErrorDetail
+
+
+class OpenAIError(msgspec.Struct):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class OpenAIErrorBody(msgspec.Struct):
+    """Every error of the Decisions route: OpenAI's `{"error": {"message", "type", "param", "code"}}`."""
+
+    error: OpenAIError
 
 
 class ValidationErrorBody(msgspec.Struct):

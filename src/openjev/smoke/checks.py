@@ -65,7 +65,7 @@ def listed_model(body: Any) -> str | None:
 
 def evaluate_catalog(status: int, body: Any) -> Verdict:
     if status != 200:
-        return Verdict(False, f"GET /v1/models answered {status}: {_excerpt(body)}")
+        return Verdict(False, f"GET /v1/models answered {status}: {excerpt(body)}")
     ids = catalog_model_ids(body)
     if not ids:
         return Verdict(False, "the catalog lists no model (neither data[].id nor models[].name)")
@@ -189,7 +189,7 @@ def _answered(questions: Mapping[str, Mapping[str, Any]], *expectations: Expecta
 
     def evaluate(status: int, body: Any) -> Verdict:
         if status != 200:
-            return Verdict(False, f"expected 200, got {status}: {_excerpt(body)}")
+            return Verdict(False, f"expected 200, got {status}: {excerpt(body)}")
         problems = answer_problems(questions, body)
         if problems:
             more = f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
@@ -208,7 +208,7 @@ def _answered(questions: Mapping[str, Mapping[str, Any]], *expectations: Expecta
 def _refused_with_422(status: int, body: Any) -> Verdict:
     if status == 422:
         return Verdict(True, "refused with 422")
-    return Verdict(False, f"expected 422 for 65 options, got {status}: {_excerpt(body)}")
+    return Verdict(False, f"expected 422 for 65 options, got {status}: {excerpt(body)}")
 
 
 def _all_shapes(answers: Mapping[str, Any]) -> Verdict:
@@ -392,10 +392,13 @@ def build_checks(model: str = ALIAS_MODEL, catalog_model: str | None = None) -> 
                 evaluate=_answered(listed),
             )
         )
+    from openjev.smoke.decisions_checks import decisions_checks  # it builds on this module
+
+    checks += decisions_checks(model)
     checks += [semantic_check(case, model) for case in SEMANTIC_CASES]
     return checks
 
 
-def _excerpt(body: Any, limit: int = 300) -> str:
+def excerpt(body: Any, limit: int = 300) -> str:
     text = body if isinstance(body, str) else repr(body)
     return text if len(text) <= limit else text[:limit] + "…"

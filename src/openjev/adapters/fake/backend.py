@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+
+import msgspec
 
 from openjev.adapters.common_prefix import common_prefix_length
 from openjev.adapters.score_each import score_each
@@ -87,8 +90,17 @@ class FakeBackend:
             self.in_flight.discard(call_id)
 
     async def score_many(self, calls: Sequence[ScoreCall]) -> list[LabelScores]:
-        """Each call through `score`, concurrently (what tests override to inject a failure still applies)."""
-        return await score_each(self.score, calls)
+        """Each call through `score`, concurrently (what tests override to inject a failure still applies).
+
+        A call that asks for its label mass gets a made-up one, deterministic in its tokens and labels.
+        """
+        results = await score_each(self.score, calls)
+        return [
+            msgspec.structs.replace(result, label_mass=label_mass(call.token_ids, call.label_ids))
+            if call.label_mass
+            else result
+            for call, result in zip(calls, results, strict=True)
+        ]
 
     async def abort(self, call_ids: Sequence[str]) -> None:
         self.aborted.extend(call_ids)
@@ -136,6 +148,11 @@ class FakeBackend:
 def label_logprob(token_ids: Sequence[int], label: int) -> float:
     """The fake model's log-probability of `label` after `token_ids` (before any label swap)."""
     return _logprob(_pack(token_ids), label)
+
+
+def label_mass(token_ids: Sequence[int], label_ids: Sequence[int]) -> float:
+    """The fake model's share of next-token probability on `label_ids`, in (e^-8, 1]."""
+    return math.exp(_logprob(_pack(token_ids) + _pack(label_ids), FAKE_VOCAB_SIZE))
 
 
 def _pack(token_ids: Sequence[int]) -> bytes:

@@ -185,7 +185,13 @@ def _first_failing(items: dict[str, Any], type_: Any) -> str | None:
     return None
 
 
-_TYPES = {"missing": "missing", "unknown": "extra_forbidden", "tag": "union_tag_invalid", "type": "type_error"}
+_TYPES = {
+    "missing": "missing",
+    "unknown": "extra_forbidden",
+    "tag": "union_tag_invalid",
+    "enum": "type_error",
+    "type": "type_error",
+}
 
 
 def error_type(message: str) -> str:

@@ -1,0 +1,103 @@
+"""Parse a Decisions body: strict decoding, the rules beyond the schema, the model, then the decision.
+
+Errors carry Decisions locations (`("questions", 0, "choices")`), which the error envelope writes
+as OpenAI's `param` (`questions[0].choices`). The limits are System One's (`GET /v1/limits`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+import msgspec
+
+from openjev.contracts.decisions.errors import validation_code
+from openjev.contracts.decisions.input import json_text, part_text, state_of
+from openjev.contracts.decisions.wire import Choice, DecisionRequest, InputJSON, Instructions, Question
+from openjev.domain.decision import Decision, Loc, Policy
+from openjev.domain.errors import InvalidRequest, Issue, explain_validation_error
+from openjev.domain.kinds import KINDS
+from openjev.domain.limits import Limits
+from openjev.domain.validation import ask_count_issue, check_model
+
+_decoder = msgspec.json.Decoder(DecisionRequest)
+
+
+class Parsed(msgspec.Struct, frozen=True):
+    """A checked Decisions request and the decision it asks for."""
+
+    request: DecisionRequest
+    decision: Decision
+
+
+def parse(body: bytes, limits: Limits, accepted_models: Collection[str]) -> Parsed:
+    """Everything that can be checked without the tokenizer: schema, counts, items, model; then translate."""
+    request = decode_request(body)
+    issues = _question_issues(request.questions, limits)
+    if issues:
+        raise InvalidRequest(issues)
+    check_model(request.model, accepted_models)
+    decision = Decision(
+        state=state_of(request.input),
+        asks=tuple(
+            question.ask(instructions_text(question.instructions, ("questions", i, "instructions")), ("questions", i))
+            for i, question in enumerate(request.questions)
+        ),
+        policy=Policy(debias=request.x_debias, label_mass=request.x_label_mass, refusals=True),
+        root=(),
+        state_where=("input",),
+    )
+    return Parsed(request=request, decision=decision)
+
+
+def decode_request(body: bytes) -> DecisionRequest:
+    try:
+        return _decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        message, path = explain_validation_error(exc)
+        raise InvalidRequest([Issue(tuple(path), message, validation_code(message))]) from None
+    except msgspec.DecodeError as exc:
+        text = str(exc)
+        message = text if text.startswith("JSON is malformed") else f"JSON is malformed: {text}"
+        raise InvalidRequest.one((), message, "json_invalid") from None
+    except RecursionError:
+        raise InvalidRequest.one((), "JSON is nested too deeply", "json_invalid") from None
+
+
+def instructions_text(instructions: Instructions, where: Loc) -> str:
+    """Instructions as the model reads them: a string, or its parts' texts joined with a line break."""
+    if isinstance(instructions, str):
+        return instructions
+    return "\n".join(
+        json_text(part.data, (*where, j)) if isinstance(part, InputJSON) else part_text(part, (*where, j))
+        for j, part in enumerate(instructions)
+    )
+
+
+def _question_issues(questions: list[Question], limits: Limits) -> list[Issue]:
+    issues: list[Issue] = []
+    count = ask_count_issue(len(questions), limits, ("questions",))
+    if count is not None:
+        issues.append(count)
+    for i, question in enumerate(questions):
+        field = "levels" if question.kind == "scale" else "choices"
+        options = KINDS[question.kind].count_issue(question.option_count, limits, ("questions", i, field))
+        if options is not None:
+            issues.append(options)
+        if isinstance(question, Choice):
+            issues += _duplicate_values(question, ("questions", i, "choices"))
+    return issues
+
+
+def _duplicate_values(question: Choice, where: Loc) -> list[Issue]:
+    """Each choice must be unique; values are typed, so `"true"` and `true` are two choices."""
+    seen: set[tuple[type, Any]] = set()
+    issues: list[Issue] = []
+    for j, choice in enumerate(question.choices):
+        key = (type(choice.value), choice.value)
+        if key in seen:
+            issues.append(
+                Issue((*where, j, "value"), f"the choice {choice.value!r} is given twice", "duplicate_choice")
+            )
+        seen.add(key)
+    return issues
