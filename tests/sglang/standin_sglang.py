@@ -38,11 +38,13 @@ def main() -> int:
         return 0
     record = Path(os.environ["STANDIN_RECORD"])
     record.write_text(
-        json.dumps({
-            "argv": argv,
-            "pid": os.getpid(),
-            **{name: os.environ.get(name) for name in ("SGLANG_RUST_SERVER", "SGLANG_WARMUP_TIMEOUT")},
-        })
+        json.dumps(
+            {
+                "argv": argv,
+                "pid": os.getpid(),
+                **{name: os.environ.get(name) for name in ("SGLANG_RUST_SERVER", "SGLANG_WARMUP_TIMEOUT")},
+            }
+        )
     )
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)

@@ -51,6 +51,17 @@ def test_the_pinned_revision_follows_the_default_model_only() -> None:
     assert runtime.model_description.endswith(f"at revision {SGLANG_DEFAULT_REVISION}.")
 
 
+def test_a_local_snapshot_gets_no_revision_flag(tmp_path: Path) -> None:
+    """A snapshot folder (what Modal serves from its Volume) is read as it is: `--revision` would only give
+    SGLang a reason to ask the Hub about it."""
+    snapshot = tmp_path / "snapshots" / SGLANG_DEFAULT_REVISION
+    snapshot.mkdir(parents=True)
+    settings = load_settings({"OPENJEV_MODEL": str(snapshot), "OPENJEV_REVISION": SGLANG_DEFAULT_REVISION})
+    argv = sglang_command(settings, python=PY).argv
+    assert argv[argv.index("--model-path") + 1] == str(snapshot)
+    assert "--revision" not in argv
+
+
 def test_sglang_warm_up_timeout_is_the_start_up_budget() -> None:
     """0.5.23 kills itself when its own warm-up request outlasts SGLANG_WARMUP_TIMEOUT (600 s when unset or
     <= 0; an EnvFloat, `srt/environ.py`); inside openjev's start-up budget it must not give up first."""

@@ -191,7 +191,7 @@ def sglang_command(settings: Settings, *, python: str, version: str | None = PIN
     model = settings.model or SGLANG_DEFAULT_MODEL
     argv = [python, "-m", ENTRY_MODULE, "--model-path", model]
     revision = settings.sglang_revision()
-    if revision:
+    if revision and not Path(model).is_dir():  # a local folder (a snapshot) is read as it is, never from the Hub
         argv += ["--revision", revision]
     argv += ["--served-model-name", settings.served_model_name or SGLANG_DEFAULT_PUBLIC_NAME]
     argv += ["--host", SGLANG_HOST, "--port", str(settings.sglang_port)]
