@@ -63,7 +63,7 @@ PORT = 8000
 ROUTING_REGION = "us-west"  # where Modal's proxy takes requests in
 COMPUTE_REGION = "us"  # any US region may run the GPU (broad regions cost less than one narrow region)
 SCALEDOWN_WINDOW = 5 * MINUTES  # idle minutes before a container goes away (scale to zero)
-STARTUP_TIMEOUT = 60 * MINUTES  # a first start downloads the weights and compiles kernels
+STARTUP_TIMEOUT = 60 * MINUTES  # a first start compiles and autotunes kernels (the weights come from prefetch)
 # openjev's own wait for SGLang, inside Modal's budget above; SGLang's warm-up request may use all of
 # it (SGLANG_WARMUP_TIMEOUT, set by openjev: src/openjev/adapters/sglang/flags.py).
 API_STARTUP_BUDGET = 55 * MINUTES
@@ -398,7 +398,8 @@ class OpenJev:
     @modal.exit()
     def shutdown(self) -> None:
         self.stopping.set()
-        stop(self.process, timeout=SERVE_STOP_TIMEOUT)
+        if hasattr(self, "process"):  # not when the start refused before launching anything
+            stop(self.process, timeout=SERVE_STOP_TIMEOUT)
 
 
 def deployed_url() -> str:
