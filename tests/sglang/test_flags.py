@@ -51,6 +51,24 @@ def test_the_pinned_revision_follows_the_default_model_only() -> None:
     assert runtime.model_description.endswith(f"at revision {SGLANG_DEFAULT_REVISION}.")
 
 
+def test_the_tokenizer_follows_the_pin_only_from_the_models_own_repository(monkeypatch: pytest.MonkeyPatch) -> None:
+    from openjev.adapters.hf_codec import HFCodec
+
+    loads: list[tuple[str, str | None]] = []
+    monkeypatch.setattr(HFCodec, "load", classmethod(lambda cls, where, revision=None: loads.append((where, revision))))
+    for env in (
+        {},
+        {"OPENJEV_TOKENIZER": "Qwen/Qwen3.6-35B-A3B"},
+        {"OPENJEV_TOKENIZER": "x/y", "OPENJEV_REVISION": "r"},
+    ):
+        build_runtime(load_settings({"OPENJEV_SGLANG_URL": "http://127.0.0.1:1", **env})).load_codec()
+    assert loads == [
+        ("nvidia/Qwen3.6-35B-A3B-NVFP4", SGLANG_DEFAULT_REVISION),
+        ("Qwen/Qwen3.6-35B-A3B", None),  # another repository: the model's commit means nothing there
+        ("x/y", "r"),  # an explicit OPENJEV_REVISION applies to both, as documented
+    ]
+
+
 def test_a_local_snapshot_gets_no_revision_flag(tmp_path: Path) -> None:
     """A snapshot folder (what Modal serves from its Volume) is read as it is: `--revision` would only give
     SGLang a reason to ask the Hub about it."""
