@@ -21,13 +21,18 @@ from types import ModuleType
 
 import pytest
 
-from openjev.adapters.sglang.flags import PINNED_VERSION
+from openjev.adapters.sglang.flags import PINNED_VERSION, sglang_command
+from openjev.adapters.sglang.launcher import STOP_TIMEOUT
+from openjev.deployment.checkpoint import CheckpointError
+from openjev.settings import SGLANG_DEFAULT_REVISION, load_settings
 from tests.smoke.servers import clean_env, openjev_server
 from tests.smoke.smoke_stub import StubServer, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 MODAL_VARIABLES = ("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET", "MODAL_PROFILE", "MODAL_ENVIRONMENT", "MODAL_CONFIG_PATH")
-DEPLOY_VARIABLES = ("OPENJEV_PROFILE", "OPENJEV_FRONTEND", "OPENJEV_SERVED_MODEL_NAME", "OPENJEV_MIN_CONTAINERS")
+DEPLOY_VARIABLES = ("OPENJEV_PROFILE", "OPENJEV_FRONTEND", "OPENJEV_SERVED_MODEL_NAME", "OPENJEV_MIN_CONTAINERS",
+                    "OPENJEV_MAX_CONTAINERS", "OPENJEV_API_KEY_SECRET", "OPENJEV_REVISION")  # fmt: skip
+SNAPSHOT = f"/cache/huggingface/hub/models--nvidia--Qwen3.6-35B-A3B-NVFP4/snapshots/{SGLANG_DEFAULT_REVISION}"
 
 
 Loader = Callable[..., ModuleType]
@@ -62,8 +67,15 @@ def test_what_modal_is_told(load: Loader) -> None:
     assert options["min_containers"] == 0
     assert "max_containers" not in options  # no cap: Modal adds GPUs as load needs
     assert options["volumes"] == {"/cache": app.volume}
-    assert options["env"] == {"OPENJEV_STARTUP_TIMEOUT": str(55 * 60), "OPENJEV_PROFILE": "b200-nvfp4"}
-    assert options["secrets"] == []
+    assert options["env"] == {
+        "OPENJEV_STARTUP_TIMEOUT": str(55 * 60),
+        "OPENJEV_SHUTDOWN_TIMEOUT": "130",
+        "OPENJEV_PROFILE": "b200-nvfp4",
+        "OPENJEV_MODEL": SNAPSHOT,  # the Volume's copy, by path
+        "OPENJEV_REVISION": SGLANG_DEFAULT_REVISION,
+        "HF_HUB_OFFLINE": "1",  # nothing in the GPU container asks the Hub
+    }
+    assert options["secrets"] == []  # no API key unless OPENJEV_API_KEY_SECRET names one
     assert app.API_STARTUP_BUDGET < app.STARTUP_TIMEOUT
     assert app.VOLUME_NAME == "openjev-huggingface"
     assert isinstance(app.OpenJev, app.modal.Server)
@@ -239,19 +251,38 @@ def test_stop_kills_what_ignores_sigterm(load: Loader) -> None:
     assert time.monotonic() - began < 5
 
 
+class FakePrefetch:
+    """Stands in for the `prefetch` Modal Function: records that the entrypoint called it first."""
+
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    def remote(self) -> str:
+        self.calls.append("prefetch")
+        return "prefetched"
+
+
 async def test_the_entrypoint_smoke_checks_the_deployment(
     load: Loader, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`modal run`'s local entrypoint, with the URL Modal would give replaced by loopback servers."""
     app = load()
+    calls: list[str] = []
+    monkeypatch.setattr(app, "prefetch", FakePrefetch(calls))
     good, swapped = StubServer(), StubServer(swap=True)
     good_url, swapped_url = await good.start(free_port()), await swapped.start(free_port())
     try:
         out = tmp_path / "smoke-result.json"
-        monkeypatch.setattr(app, "deployed_url", lambda: good_url)
+
+        def deployed() -> str:
+            calls.append("smoke")
+            return good_url
+
+        monkeypatch.setattr(app, "deployed_url", deployed)
         # The entrypoint is synchronous and runs its own event loop: keep it off the test's loop.
         await asyncio.to_thread(app.main, out=str(out), startup_timeout=30.0, key="")
         assert json.loads(out.read_text())["ok"] is True
+        assert calls == ["prefetch", "smoke"]  # the Volume is filled before any GPU container is asked for
         monkeypatch.setattr(app, "deployed_url", lambda: swapped_url)
         with pytest.raises(SystemExit) as failure:
             await asyncio.to_thread(app.main, out=str(out), startup_timeout=30.0, key="")
@@ -273,3 +304,111 @@ def test_the_smoke_step_against_the_fake_backend(load: Loader, tmp_path: Path) -
     assert all(checks[name]["ok"] for name in structural)
     assert saved["server_model"] == "openjev/fake"
     assert code == (0 if saved["ok"] else 1)  # the fake's answers mean nothing: semantics may fail
+
+
+def test_shutdown_budgets_nest_around_the_request_timeout(load: Loader) -> None:
+    """In-flight requests get the request timeout and more, then SGLang its stop time, all inside Modal's grace."""
+    app = load()
+    env = app.SERVER_OPTIONS["env"]
+    container = load_settings(env)  # the container's settings parse (OPENJEV_SHUTDOWN_TIMEOUT is 1 to 1800)
+    assert container.request_timeout == app.REQUEST_TIMEOUT == 120
+    assert container.shutdown_timeout == app.API_SHUTDOWN_TIMEOUT > container.request_timeout
+    assert app.SERVE_STOP_TIMEOUT >= app.API_SHUTDOWN_TIMEOUT + STOP_TIMEOUT
+    assert app.SERVE_STOP_TIMEOUT < app.EXIT_GRACE_PERIOD <= 3600  # modal 1.6.4's bound for an @app.server
+    assert app.SERVER_OPTIONS["exit_grace_period"] == app.EXIT_GRACE_PERIOD == 180
+
+
+def test_start_up_budgets_nest(load: Loader) -> None:
+    """SGLang's warm-up may take openjev's whole budget, which ends before Modal's."""
+    app = load()
+    container = load_settings(app.SERVER_OPTIONS["env"])
+    warmup = float(sglang_command(container, python="python").env["SGLANG_WARMUP_TIMEOUT"])
+    assert warmup == container.startup_timeout == app.API_STARTUP_BUDGET < app.SERVER_OPTIONS["startup_timeout"]
+
+
+def test_the_checkpoint_is_pinned_and_moves_with_one_setting(load: Loader) -> None:
+    app = load()
+    assert app.CHECKPOINT.revision == SGLANG_DEFAULT_REVISION
+    assert app.prefetch_options({}, None, None)["env"] == {"OPENJEV_REVISION": SGLANG_DEFAULT_REVISION}
+    moved = load(OPENJEV_REVISION="a" * 40)
+    assert moved.SERVER_OPTIONS["env"]["OPENJEV_MODEL"].endswith("/snapshots/" + "a" * 40)
+    assert moved.SERVER_OPTIONS["env"]["OPENJEV_REVISION"] == moved.CHECKPOINT.revision == "a" * 40
+    assert moved.prefetch_options(dict(OPENJEV_REVISION="a" * 40), None, None)["env"]["OPENJEV_REVISION"] == "a" * 40
+    with pytest.raises(CheckpointError, match="full 40-character commit id"):
+        load(OPENJEV_REVISION="main")
+
+
+def test_prefetch_is_a_cpu_function_on_the_same_volume(load: Loader) -> None:
+    app = load()
+    from modal._utils.async_utils import synchronizer
+    from modal.cli.run import _get_click_command_for_function
+
+    spec = synchronizer._translate_in(app.prefetch)._spec  # type: ignore[no-untyped-call]
+    assert spec.gpus is None
+    assert set(spec.volumes) == {"/cache"} and "openjev-huggingface" in repr(spec.volumes["/cache"])
+    assert spec.image is synchronizer._translate_in(app.IMAGE)  # type: ignore[no-untyped-call]
+    import click
+
+    command = _get_click_command_for_function(app.app, app.prefetch, click.Context(click.Command("run")))
+    assert [p.opts for p in command.params] == [["--force"]]  # `modal run modal_app.py::prefetch [--force]`
+
+
+def test_a_gpu_container_refuses_to_start_before_prefetch(
+    load: Loader, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No record in the Volume: the start fails with the command to run, before SGLang (or any GPU work)."""
+    app = load()
+    from modal._utils.async_utils import synchronizer
+
+    launched: list[object] = []
+    monkeypatch.setattr(app.subprocess, "Popen", lambda *a, **k: launched.append(a))
+    monkeypatch.setattr(app, "HUB_CACHE", tmp_path / "hub")
+    monkeypatch.setattr(app, "CHECKPOINT_RECORDS", str(tmp_path / "records"))
+    monkeypatch.setattr(app, "prepare_cache_dirs", lambda env: [])
+    server = synchronizer._translate_in(app.OpenJev)._get_user_cls()()  # type: ignore[no-untyped-call]
+    with pytest.raises(CheckpointError, match=r"modal run modal_app.py::prefetch"):
+        server.start()
+    assert launched == []
+
+
+def test_the_container_cap_is_opt_in(load: Loader) -> None:
+    assert "max_containers" not in load().SERVER_OPTIONS
+    app = load(OPENJEV_MAX_CONTAINERS="3")
+    assert app.SERVER_OPTIONS["max_containers"] == 3
+    for bad in ("0", "three", "-1"):
+        with pytest.raises(ValueError, match="OPENJEV_MAX_CONTAINERS"):
+            load(OPENJEV_MAX_CONTAINERS=bad)
+    with pytest.raises(ValueError, match="OPENJEV_MAX_CONTAINERS=1 is below OPENJEV_MIN_CONTAINERS=2"):
+        load(OPENJEV_MAX_CONTAINERS="1", OPENJEV_MIN_CONTAINERS="2")
+
+
+def test_the_api_key_comes_from_a_named_secret_when_asked(load: Loader) -> None:
+    assert load().secret_requests({}) == []
+    app = load(OPENJEV_API_KEY_SECRET="openjev-key")
+    assert app.secret_requests(dict(OPENJEV_API_KEY_SECRET="openjev-key")) == [("openjev-key", ["OPENJEV_API_KEY"])]
+    assert [repr(s) for s in app.SERVER_OPTIONS["secrets"]] == ["modal.Secret.from_name('openjev-key')"]
+    assert [repr(s) for s in app.prefetch_options(dict(OPENJEV_API_KEY_SECRET="k"), None, None)["secrets"]] == [
+        "modal.Secret.from_name('k')"
+    ]
+    assert app.SERVER_OPTIONS["unauthenticated"] is True  # Modal's proxy auth stays off: the key is the gate
+    assert "OPENJEV_API_KEY_SECRET" not in app.SERVER_OPTIONS["env"]  # a deploy-time setting, not the server's
+
+
+def test_the_image_installs_the_api_against_constraints_then_checks(load: Loader, tmp_path: Path) -> None:
+    """The commands around `uv pip install`: the API set from uv.lock, the constraints, the pip check."""
+    app = load()
+    assert any(line.startswith("litestar==") for line in app.API_SET)
+    before, options, after = app.install_steps(app.API_SET)
+    script = "/opt/openjev/src/openjev/deployment/image_env.py"
+    assert before[1:] == [
+        f"python {script} constraints /opt/openjev/image/api-set.txt /opt/openjev/image/constraints.txt",
+        f"python {script} baseline /opt/openjev/image/pip-check-before.txt",
+    ]
+    assert options == "--constraint /opt/openjev/image/constraints.txt"
+    assert after == [f"python {script} check /opt/openjev/image/pip-check-before.txt"]
+    assert app.is_project_file(Path("src/openjev/deployment/image_env.py"))  # the script is in the image
+    # The first command writes the API set verbatim (markers, quotes and all): run it with a local path.
+    target = tmp_path / "image" / "api-set.txt"
+    subprocess.run(["sh", "-c", app.write_lines_command(str(target), app.API_SET)], check=True)
+    assert target.read_text().splitlines() == app.API_SET
+    assert any("'" in line for line in app.API_SET)  # e.g. `; sys_platform != 'win32'`: quoting is exercised

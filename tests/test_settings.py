@@ -38,8 +38,10 @@ def test_a_bad_value_names_its_variable(name: str, value: str) -> None:
         load_settings({name: value})
 
 
-def test_the_deployment_variable_is_tolerated() -> None:
-    assert load_settings({"OPENJEV_MIN_CONTAINERS": "1"}) == Settings()
+def test_the_deployment_variables_are_tolerated() -> None:
+    """modal_app.py reads them on the deploying machine; a server started from the same shell ignores them."""
+    deployment = {"OPENJEV_MIN_CONTAINERS": "1", "OPENJEV_MAX_CONTAINERS": "2", "OPENJEV_API_KEY_SECRET": "k"}
+    assert load_settings(deployment) == Settings()
 
 
 def test_overrides_win_and_none_means_unset() -> None:

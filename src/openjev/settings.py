@@ -19,9 +19,13 @@ from openjev.domain.limits import Limits
 
 PREFIX = "OPENJEV_"
 # Read by modal_app.py on the deploying machine, never by the server: tolerated, not a typo.
-DEPLOYMENT_VARIABLES = frozenset({"OPENJEV_MIN_CONTAINERS"})
+DEPLOYMENT_VARIABLES = frozenset({"OPENJEV_MIN_CONTAINERS", "OPENJEV_MAX_CONTAINERS", "OPENJEV_API_KEY_SECRET"})
 
 SGLANG_DEFAULT_MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
+# The commit of SGLANG_DEFAULT_MODEL served when OPENJEV_REVISION is unset, so every container
+# loads the same weights and template whatever is pushed to the repository's `main` later.
+# Move it with OPENJEV_REVISION (docs/settings.md, docs/modal.md).
+SGLANG_DEFAULT_REVISION = "491c2f1ea524c639598bf8fa787a93fed5a6fbce"
 SGLANG_DEFAULT_PUBLIC_NAME = "Qwen/Qwen3.6-35B-A3B"
 MAX_OPTION_LIMIT = 255
 SECRET_FIELDS = ("api_key", "backend_api_key")  # stripped of surrounding white space, like a presented key
@@ -44,7 +48,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     backend: BackendKind = "auto"
     model: str | None = None  # SGLang: HF id or path (default SGLANG_DEFAULT_MODEL); embedded: GGUF path/name/hf:.
     served_model_name: str | None = None  # public model id; default: the model's real name.
-    revision: str | None = None
+    revision: str | None = None  # SGLang's default model: SGLANG_DEFAULT_REVISION unless set (`sglang_revision`).
     tokenizer: str | None = None  # local dir with tokenizer.json (+ tokenizer_config.json) or an HF id.
     profile: str | None = None  # a named SGLang launch profile (see docs/settings.md).
     # SGLang's HTTP frontend. Python until a GPU run shows that 0.5.23's Rust frontend starts the
@@ -128,6 +132,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         """OPENJEV_MODEL_ALIASES as names, in the order given, without blanks or repeats."""
         names = (name.strip() for name in (self.model_aliases or "").split(","))
         return tuple(dict.fromkeys(name for name in names if name))
+
+    def sglang_revision(self) -> str | None:
+        """The checkpoint revision SGLang and the tokenizer load: OPENJEV_REVISION, else the pinned
+        SGLANG_DEFAULT_REVISION for the default model, else none (the repository's default branch)."""
+        if self.revision:
+            return self.revision
+        return SGLANG_DEFAULT_REVISION if self.model in (None, SGLANG_DEFAULT_MODEL) else None
 
     def resolved_backend(self) -> Literal["embedded", "sglang", "fake"]:
         """`auto` means SGLang when one is configured (connect URL or SGLang python), else embedded."""

@@ -86,7 +86,7 @@ class Served:
     sglang_port: int
 
     def recorded(self, timeout: float = 20.0) -> dict[str, Any]:
-        """What the stand-in SGLang recorded once started (its argv, pid, SGLANG_RUST_SERVER)."""
+        """What the stand-in SGLang recorded once started (argv, pid, SGLANG_RUST_SERVER, SGLANG_WARMUP_TIMEOUT)."""
         wait_until(lambda: self.record.is_file() and self.record.read_text(), timeout, "SGLang to be launched")
         data: dict[str, Any] = json.loads(self.record.read_text())
         return data

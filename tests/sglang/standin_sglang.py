@@ -1,8 +1,8 @@
 """Stands in for an SGLang Python (`--sglang-python`) in the launcher tests: no GPU, no model.
 
 Run through a small wrapper script as `PYTHON -c PROBE` (the launcher's version probe) or
-`PYTHON -m sglang.launch_server FLAGS...`. It records its argv, its pid and SGLANG_RUST_SERVER to
-the JSON file named by STANDIN_RECORD, then serves the SGLang emulator on `--port` (with
+`PYTHON -m sglang.launch_server FLAGS...`. It records its argv, its pid, SGLANG_RUST_SERVER and
+SGLANG_WARMUP_TIMEOUT to the JSON file named by STANDIN_RECORD, then serves the SGLang emulator on `--port` (with
 `--api-key`, `--served-model-name`, `--model-path`), answering /health 503 for STANDIN_LOAD_SECONDS
 first, like a model that is loading. On SIGTERM it writes STANDIN_RECORD + ".stopped" and exits 0.
 
@@ -38,7 +38,13 @@ def main() -> int:
         return 0
     record = Path(os.environ["STANDIN_RECORD"])
     record.write_text(
-        json.dumps({"argv": argv, "pid": os.getpid(), "SGLANG_RUST_SERVER": os.environ.get("SGLANG_RUST_SERVER")})
+        json.dumps(
+            {
+                "argv": argv,
+                "pid": os.getpid(),
+                **{name: os.environ.get(name) for name in ("SGLANG_RUST_SERVER", "SGLANG_WARMUP_TIMEOUT")},
+            }
+        )
     )
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from openjev.adapters.sglang.flags import (
     sglang_command,
 )
 from openjev.domain.errors import SettingsError
-from openjev.settings import load_settings
+from openjev.settings import SGLANG_DEFAULT_REVISION, load_settings
 
 PY = "/opt/sglang/bin/python"
 
@@ -28,6 +29,7 @@ def test_default_command_for_the_production_model_on_the_python_frontend() -> No
     assert command.argv == (
         PY, "-m", "sglang.launch_server",
         "--model-path", "nvidia/Qwen3.6-35B-A3B-NVFP4",
+        "--revision", SGLANG_DEFAULT_REVISION,  # pinned: a push to the repository's main changes nothing
         "--served-model-name", "Qwen/Qwen3.6-35B-A3B",
         "--host", "127.0.0.1", "--port", "30000",
         "--kv-cache-dtype", "bf16",
@@ -35,14 +37,61 @@ def test_default_command_for_the_production_model_on_the_python_frontend() -> No
         "--log-level", "info",
     )  # fmt: skip
     # The Python frontend until a GPU run shows the Rust one starts Qwen3.6 (it may refuse its image processor).
-    assert command.env == {"SGLANG_RUST_SERVER": "0"}
+    assert command.env == {"SGLANG_RUST_SERVER": "0", "SGLANG_WARMUP_TIMEOUT": "1800.0"}
     assert "--skip-tokenizer-init" not in command.argv
+
+
+def test_the_pinned_revision_follows_the_default_model_only() -> None:
+    assert re.fullmatch(r"[0-9a-f]{40}", SGLANG_DEFAULT_REVISION)  # a commit, not a branch that moves
+    moved = sglang_command(load_settings({"OPENJEV_REVISION": "0" * 40}), python=PY).argv
+    assert moved[moved.index("--revision") + 1] == "0" * 40
+    other = sglang_command(load_settings({"OPENJEV_MODEL": "Qwen/Qwen3-8B"}), python=PY).argv
+    assert "--revision" not in other  # another model's default branch, unless OPENJEV_REVISION says otherwise
+    runtime = build_runtime(load_settings({"OPENJEV_SGLANG_URL": "http://127.0.0.1:30001"}))
+    assert runtime.model_description.endswith(f"at revision {SGLANG_DEFAULT_REVISION}.")
+
+
+def test_the_tokenizer_follows_the_pin_only_from_the_models_own_repository(monkeypatch: pytest.MonkeyPatch) -> None:
+    from openjev.adapters.hf_codec import HFCodec
+
+    loads: list[tuple[str, str | None]] = []
+    monkeypatch.setattr(HFCodec, "load", classmethod(lambda cls, where, revision=None: loads.append((where, revision))))
+    for env in (
+        {},
+        {"OPENJEV_TOKENIZER": "Qwen/Qwen3.6-35B-A3B"},
+        {"OPENJEV_TOKENIZER": "x/y", "OPENJEV_REVISION": "r"},
+    ):
+        build_runtime(load_settings({"OPENJEV_SGLANG_URL": "http://127.0.0.1:1", **env})).load_codec()
+    assert loads == [
+        ("nvidia/Qwen3.6-35B-A3B-NVFP4", SGLANG_DEFAULT_REVISION),
+        ("Qwen/Qwen3.6-35B-A3B", None),  # another repository: the model's commit means nothing there
+        ("x/y", "r"),  # an explicit OPENJEV_REVISION applies to both, as documented
+    ]
+
+
+def test_a_local_snapshot_gets_no_revision_flag(tmp_path: Path) -> None:
+    """A snapshot folder (what Modal serves from its Volume) is read as it is: `--revision` would only give
+    SGLang a reason to ask the Hub about it."""
+    snapshot = tmp_path / "snapshots" / SGLANG_DEFAULT_REVISION
+    snapshot.mkdir(parents=True)
+    settings = load_settings({"OPENJEV_MODEL": str(snapshot), "OPENJEV_REVISION": SGLANG_DEFAULT_REVISION})
+    argv = sglang_command(settings, python=PY).argv
+    assert argv[argv.index("--model-path") + 1] == str(snapshot)
+    assert "--revision" not in argv
+
+
+def test_sglang_warm_up_timeout_is_the_start_up_budget() -> None:
+    """0.5.23 kills itself when its own warm-up request outlasts SGLANG_WARMUP_TIMEOUT (600 s when unset or
+    <= 0; an EnvFloat, `srt/environ.py`); inside openjev's start-up budget it must not give up first."""
+    env = sglang_command(load_settings({"OPENJEV_STARTUP_TIMEOUT": "3300"}), python=PY).env
+    assert float(env["SGLANG_WARMUP_TIMEOUT"]) == 3300.0
+    assert env["SGLANG_WARMUP_TIMEOUT"] == "3300.0"
 
 
 def test_the_rust_frontend_stays_a_setting_but_refuses_a_backend_key() -> None:
     """0.5.23's Rust frontend has no API key: `--api-key` with it would leave SGLang's port open."""
     command = sglang_command(load_settings({"OPENJEV_FRONTEND": "rust"}), python=PY)
-    assert command.env == {"SGLANG_RUST_SERVER": "1"}
+    assert command.env["SGLANG_RUST_SERVER"] == "1"
     with pytest.raises(SettingsError, match=r"OPENJEV_BACKEND_API_KEY: SGLang's Rust frontend .* ignores --api-key"):
         sglang_command(load_settings({"OPENJEV_FRONTEND": "rust", "OPENJEV_BACKEND_API_KEY": "k"}), python=PY)
 
@@ -83,7 +132,7 @@ def test_python_frontend_b200_profile_with_every_setting() -> None:
         "--log-level", "warning",
         "--schedule-policy", "lpm", "--cuda-graph-max-bs-decode", "16", "--enable-metrics",
     )  # fmt: skip
-    assert command.env == {"SGLANG_RUST_SERVER": "0"}
+    assert command.env["SGLANG_RUST_SERVER"] == "0"
     assert "s3cret" not in command.redacted()
     assert "--api-key '***'" in command.redacted()
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from openjev.settings import SGLANG_DEFAULT_REVISION
 from tests.assets import qwen3_tokenizer_dir
 from tests.sglang.launching import (
     clean_env,
@@ -31,6 +32,7 @@ def expected_argv(port: int, *extra: str) -> list[str]:
     return [
         "-m", "sglang.launch_server",
         "--model-path", "nvidia/Qwen3.6-35B-A3B-NVFP4",
+        "--revision", SGLANG_DEFAULT_REVISION,
         "--served-model-name", "Qwen/Qwen3.6-35B-A3B",
         "--host", "127.0.0.1", "--port", str(port),
         *extra,
@@ -68,6 +70,7 @@ def test_python_frontend_profile_and_backend_key(tmp_path: Path) -> None:
         "OPENJEV_FRONTEND": "python",
         "OPENJEV_PROFILE": "b200-nvfp4",
         "OPENJEV_BACKEND_API_KEY": "backend-s3cret",
+        "OPENJEV_STARTUP_TIMEOUT": "900",
     }
     with serve_with_standin(tmp_path, env) as served:
         recorded = served.recorded()
@@ -76,6 +79,7 @@ def test_python_frontend_profile_and_backend_key(tmp_path: Path) -> None:
             "--schedule-policy", "lpm", "--cuda-graph-max-bs-decode", "16", "--enable-metrics",
         ]  # fmt: skip
         assert recorded["SGLANG_RUST_SERVER"] == "0"
+        assert recorded["SGLANG_WARMUP_TIMEOUT"] == "900.0"  # SGLang's warm-up may use the whole budget
         wait_until(lambda: health_status(served.url), 30, "the API to listen")
         served.process.send_signal(signal.SIGINT)
         assert served.wait_exit(15) == 0

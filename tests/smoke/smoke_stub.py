@@ -79,6 +79,8 @@ class StubServer:
     swap: bool = False
     max_options: int = 64
     waking_requests: int = 0  # answer this many requests (any route) with 503 + Retry-After first
+    edge_not_found: int = 0  # before that, this many plain-text 404s, as a proxy whose route is not live yet
+    health_refusal: int | None = None  # answer GET /health with this 4xx and the server's own error body
     retry_after: str = "1"
     busy_posts: int = 0  # then answer this many POSTs with 529 + Retry-After (overloaded)
     key: str | None = None
@@ -108,6 +110,9 @@ class StubServer:
     @web.middleware
     async def _gate(self, request: web.Request, handler: Any) -> web.StreamResponse:
         self.seen.append(f"{request.method} {request.path}")
+        if self.edge_not_found > 0:
+            self.edge_not_found -= 1
+            return web.Response(status=404, text="404 page not found")
         if self.waking_requests > 0:
             self.waking_requests -= 1
             return web.json_response(
@@ -127,6 +132,9 @@ class StubServer:
         return response
 
     async def _health(self, request: web.Request) -> web.Response:
+        if self.health_refusal is not None:
+            body = {"detail": {"error_type": "authentication_error", "message": "bad key"}}
+            return web.json_response(body, status=self.health_refusal)
         return web.json_response({"status": "ok"})
 
     async def _models(self, request: web.Request) -> web.Response:

@@ -117,6 +117,32 @@ async def test_waits_through_503_honouring_retry_after(stub: Start) -> None:
     assert server.seen[:3] == ["GET /health"] * 3
 
 
+async def test_waits_through_the_edge_404s_of_a_route_not_live_yet(stub: Start) -> None:
+    """Modal's edge answers 404 before a new deployment's route is live: that is waiting, not ready."""
+    server, url = await stub(edge_not_found=3, waking_requests=1, retry_after="1")
+    result = await run_smoke(SmokeOptions(url=url, out=None, poll_interval=0.05))
+    assert result.ok, [(c.name, c.reason) for c in result.checks if not c.ok]
+    assert "5 poll(s)" in check(result, "startup").reason  # 3 edge 404s, one 503, then 200
+    assert server.seen[:5] == ["GET /health"] * 5
+
+
+async def test_a_404_for_the_whole_budget_is_not_ready(stub: Start) -> None:
+    _, url = await stub(edge_not_found=10_000)
+    result = await run_smoke(SmokeOptions(url=url, out=None, startup_timeout=1.0, poll_interval=0.05))
+    assert result.exit_code == EXIT_NOT_READY
+    assert [c.name for c in result.checks] == ["startup"]
+    assert "GET /health answered 404" in result.checks[0].reason
+
+
+async def test_the_servers_own_refusal_of_health_means_it_is_up(stub: Start) -> None:
+    """A 4xx with the server's own error body is an answer: the checks then run and say what is wrong."""
+    _, url = await stub(health_refusal=401)
+    result = await run_smoke(SmokeOptions(url=url, out=None, startup_timeout=5.0))
+    startup = check(result, "startup")
+    assert startup.ok
+    assert "1 poll(s) (GET /health answered 401)" in startup.reason
+
+
 async def test_retry_after_as_an_http_date(stub: Start) -> None:
     when = format_datetime(datetime.now(UTC) + timedelta(seconds=2), usegmt=True)
     _, url = await stub(waking_requests=1, retry_after=when)

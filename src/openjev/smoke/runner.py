@@ -27,6 +27,7 @@ REQUEST_ID_HEADER = "x-typesafe-request-id"
 PREFIX_TOKENS_HEADER = "x-openjev-prefix-tokens"
 CACHED_TOKENS_HEADER = "x-openjev-cached-tokens"
 WAKING_STATUSES = frozenset({502, 503, 504, 529})  # a proxy or server still starting, or busy
+HEALTH_BODY_LIMIT = 64 * 1024  # bytes of a /health answer read while waiting (a proxy's page may be large)
 EXIT_OK, EXIT_FAILED, EXIT_NOT_READY = 0, 1, 2
 
 
@@ -107,7 +108,11 @@ class _Client:
         return min(self.options.max_wait_step, default if seconds is None else max(seconds, 0.1))
 
     async def wait_until_ready(self) -> CheckResult:
-        """Poll GET /health through refused connections and 5xx answers, within the start-up budget."""
+        """Poll GET /health until it answers 2xx (or the server itself refuses), within the start-up budget.
+
+        Refused connections, 5xx and a 4xx that is not the server's own answer mean "not there yet":
+        Modal's edge answers 404 until a new deployment's route is live.
+        """
         budget = self.options.startup_timeout
         start = time.monotonic()
         polls, last = 0, "no answer yet"
@@ -118,8 +123,8 @@ class _Client:
             try:
                 timeout = aiohttp.ClientTimeout(total=max(1.0, min(30.0, remaining)))
                 async with self.session.get(self.base + "/health", timeout=timeout) as response:
-                    await response.read()
-                    if response.status not in WAKING_STATUSES and response.status < 500:
+                    body = await response.content.read(HEALTH_BODY_LIMIT)
+                    if 200 <= response.status < 300 or _the_server_refused(response.status, body):
                         waited = time.monotonic() - start
                         note = "" if response.status == 200 else f" (GET /health answered {response.status})"
                         return CheckResult(
@@ -171,6 +176,24 @@ class _Client:
 
 
 _STARTUP = "the server answers GET /health within the start-up budget"
+
+
+def _the_server_refused(status: int, body: bytes) -> bool:
+    """A 4xx carrying the server's own JSON (its health report, or its `detail.error_type` error body).
+
+    That one says the server is up (a /health behind a key, a host check); any other 4xx comes from
+    something in front of it, such as a proxy whose route is not live yet, and is waited through.
+    """
+    if not 400 <= status < 500 or status in WAKING_STATUSES:
+        return False
+    try:
+        answer = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return False
+    if not isinstance(answer, dict):
+        return False
+    detail = answer.get("detail")
+    return isinstance(answer.get("status"), str) or (isinstance(detail, dict) and "error_type" in detail)
 
 
 async def run_smoke(options: SmokeOptions) -> SmokeResult:

@@ -38,13 +38,17 @@ def build_runtime(settings: Settings) -> Runtime:
         expected_model=model,
     )
     tokenizer = settings.tokenizer or model
+    revision = settings.sglang_revision()
+    # The pinned default revision is the model repository's commit: another tokenizer repository gets
+    # only an explicit OPENJEV_REVISION, as before.
+    tokenizer_revision = revision if tokenizer == model else settings.revision
 
     def load_codec() -> PromptCodec:
         from openjev.adapters.hf_codec import HFCodec
 
-        return HFCodec.load(tokenizer, settings.revision)
+        return HFCodec.load(tokenizer, tokenizer_revision)
 
-    pinned = f" at revision {settings.revision}" if settings.revision else ""
+    pinned = f" at revision {revision}" if revision else ""
     return Runtime(
         kind="sglang",
         backend=backend,

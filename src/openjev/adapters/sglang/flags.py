@@ -31,6 +31,11 @@ Decisions:
 - `--kv-cache-dtype` is always passed (`OPENJEV_KV_CACHE_DTYPE`, default bf16): with `auto`, a
   checkpoint whose `hf_quant_config.json` declares FP8 KV quantisation gets an FP8 KV cache
   (`srt/mem_cache/kv_cache_dtype.py` at v0.5.23), which changes the label probabilities.
+- `SGLANG_WARMUP_TIMEOUT` is openjev's start-up budget (`OPENJEV_STARTUP_TIMEOUT`). After loading,
+  SGLang sends itself one warm-up request and kills itself when it takes longer than that variable
+  (an EnvFloat, default -1, meaning 600 s: `srt/environ.py`, `_execute_server_warmup` in
+  `srt/entrypoints/http_server.py`); on a first boot that request also waits for kernel
+  compilation. With the budget as its timeout, only openjev's own wait for `/health` bounds the start.
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ RUST_FRONTEND_IGNORES_KEY = (
 # Rust image pipeline for (`srt/rust_server/server.py` `_resolve_multimodal` at v0.5.23).
 RUST_FRONTEND_REFUSAL = "SGLANG_RUST_SERVER=1: no Rust MM pipeline"
 ENTRY_MODULE = "sglang.launch_server"
+WARMUP_TIMEOUT_VARIABLE = "SGLANG_WARMUP_TIMEOUT"
 SGLANG_HOST = "127.0.0.1"  # SGLang listens on loopback only: its routes are never exposed (docs/spec.md#backends).
 
 
@@ -184,8 +190,9 @@ def sglang_command(settings: Settings, *, python: str, version: str | None = PIN
     names = flag_names(version)
     model = settings.model or SGLANG_DEFAULT_MODEL
     argv = [python, "-m", ENTRY_MODULE, "--model-path", model]
-    if settings.revision:
-        argv += ["--revision", settings.revision]
+    revision = settings.sglang_revision()
+    if revision and not Path(model).is_dir():  # a local folder (a snapshot) is read as it is, never from the Hub
+        argv += ["--revision", revision]
     argv += ["--served-model-name", settings.served_model_name or SGLANG_DEFAULT_PUBLIC_NAME]
     argv += ["--host", SGLANG_HOST, "--port", str(settings.sglang_port)]
     secrets: frozenset[str] = frozenset()
@@ -201,5 +208,8 @@ def sglang_command(settings: Settings, *, python: str, version: str | None = PIN
         argv += [names.mamba_strategy, "extra_buffer"]
     argv += ["--log-level", settings.log_level]
     argv += profile_flags(settings.profile, names)
-    env = {"SGLANG_RUST_SERVER": "1" if settings.frontend == "rust" else "0"}
+    env = {
+        "SGLANG_RUST_SERVER": "1" if settings.frontend == "rust" else "0",
+        WARMUP_TIMEOUT_VARIABLE: str(float(settings.startup_timeout)),
+    }
     return SGLangCommand(argv=tuple(argv), env=env, secrets=secrets)
