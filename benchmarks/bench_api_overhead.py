@@ -9,6 +9,8 @@ tokenizer and an API key (so the key guard runs). Then, for each concurrency, th
 request with a fresh state (a ticket number in the user turn):
 
 - `openjev`: the three-question example request (`EXAMPLE_REQUEST`) posted to /v1/systemone;
+- `decisions`: the same decision on OpenAI's wire (`DECISIONS_EXAMPLE`) posted to /v1/decisions: it
+  makes exactly the same `/generate` calls, so the two differ only by their contract's translation;
 - `bare`: an aiohttp client making the same two `/generate` calls directly to the emulator (the
   warm-up on the prefix, then the three branches in one batched call), with the bodies openjev
   sends: built here with openjev's own prompt plan and checked against what the emulator recorded
@@ -20,8 +22,9 @@ request with a fresh state (a ticket number in the user turn):
 Each path runs for a fixed time (`--seconds`), in slices that alternate between the paths
 (`--slice`), so that all see the same background load on a shared machine. It prints p50/p90
 latency and requests per second for each, openjev's ratios to each bare path against the targets
-(p50 ≤ 1.5× and throughput ≥ 0.67× the bare client's), and the CPU time per request of each process: the load
-generator (this process), the API (the server and its Granian worker, from /proc) and the emulator.
+(p50 ≤ 1.5× and throughput ≥ 0.67× the bare client's) for both routes, and the CPU time per request
+of each process: the load generator (this process), the API (the server and its Granian worker, from
+/proc) and the emulator.
 Every process shares the machine's cores, the load generator included, so the figures are for this
 machine and this run; on a machine busy with other work, compare the CPU columns rather than the
 latencies.
@@ -57,7 +60,7 @@ from openjev.bootstrap import limits_from
 from openjev.contracts import systemone
 from openjev.domain.labels import LabelSet, verify_labels
 from openjev.domain.prompt import build_plan
-from openjev.http.openapi_docs import EXAMPLE_REQUEST
+from openjev.http.openapi_docs import DECISIONS_EXAMPLE, EXAMPLE_REQUEST
 from openjev.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,6 +78,17 @@ def request_body(ticket: int) -> dict[str, Any]:
     state = [dict(message) for message in EXAMPLE_REQUEST["state"]]
     state[-1]["content"] = f"{state[-1]['content']} (ticket {ticket})"
     return {**EXAMPLE_REQUEST, "state": state}
+
+
+def decisions_body(ticket: int) -> dict[str, Any]:
+    """The same decision as `request_body(ticket)`, on OpenAI's Decisions wire."""
+    return {**DECISIONS_EXAMPLE, "input": request_body(ticket)["state"]}
+
+
+ROUTES: dict[str, tuple[str, Callable[[int], dict[str, Any]]]] = {
+    "openjev": ("/v1/systemone", request_body),
+    "decisions": ("/v1/decisions", decisions_body),
+}
 
 
 GREEDY = {"max_new_tokens": 1, "temperature": 0}
@@ -291,17 +305,18 @@ class Bare:
 
 
 class ThroughOpenjev:
-    """One three-question request through openjev, each with a ticket number (a state) of its own."""
+    """One three-question request through one of openjev's routes, each with a ticket number (a state) of its own."""
 
-    def __init__(self, session: aiohttp.ClientSession, url: str, first_ticket: int) -> None:
+    def __init__(self, session: aiohttp.ClientSession, url: str, first_ticket: int, route: str = "openjev") -> None:
+        path, self._body = ROUTES[route]
         self._session = session
-        self._url = url + "/v1/systemone"
+        self._url = url + path
         self._next = first_ticket
         self._headers = {"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"}
 
     async def __call__(self) -> None:
         self._next += 1
-        data = msgspec.json.encode(request_body(self._next))
+        data = msgspec.json.encode(self._body(self._next))
         async with self._session.post(self._url, data=data, headers=self._headers) as reply:
             raw = await reply.read()
             if reply.status != 200:
@@ -310,17 +325,16 @@ class ThroughOpenjev:
 
 
 def check_same_bodies(emulator_url: str, api_url: str, expected: Calls) -> None:
-    """One request through openjev: the emulator must have received exactly the bodies the bare client sends."""
-    http_json("POST", emulator_url + "/_emulator/reset")
-    status, answer = http_json(
-        "POST", api_url + "/v1/systemone", request_body(0), headers={"Authorization": f"Bearer {API_KEY}"}
-    )
-    if status != 200:
-        raise SystemExit(f"openjev answered {status}: {answer}")
-    recorded = http_json("GET", emulator_url + "/_emulator/requests")[1]["requests"]
-    bodies = [{k: v for k, v in r["body"].items() if k != "rid"} for r in recorded if r["path"] == "/generate"]
-    if bodies != [expected.warm, expected.batch]:
-        raise SystemExit("the bare client's bodies differ from what openjev sent: update planned_calls")
+    """One request through each route: the emulator must have received exactly the bodies the bare client sends."""
+    for route, (path, body) in ROUTES.items():
+        http_json("POST", emulator_url + "/_emulator/reset")
+        status, answer = http_json("POST", api_url + path, body(0), headers={"Authorization": f"Bearer {API_KEY}"})
+        if status != 200:
+            raise SystemExit(f"openjev answered {status} on {path}: {answer}")
+        recorded = http_json("GET", emulator_url + "/_emulator/requests")[1]["requests"]
+        bodies = [{k: v for k, v in r["body"].items() if k != "rid"} for r in recorded if r["path"] == "/generate"]
+        if bodies != [expected.warm, expected.batch]:
+            raise SystemExit(f"the bare client's bodies differ from what {route} sent: update planned_calls")
 
 
 async def measure(
@@ -345,6 +359,7 @@ async def measure(
                 "bare": Bare(session, emulator_url, pool, batched=True),
                 "bare-4": Bare(session, emulator_url, pool, batched=False),
                 "openjev": ThroughOpenjev(session, api_url, (n + 1) * 10**8),
+                "decisions": ThroughOpenjev(session, api_url, (n + 1) * 10**8 + 5 * 10**7, "decisions"),
             }
             figures = {name: Figures() for name in paths}
             for one in paths.values():
@@ -366,27 +381,28 @@ def report(results: dict[tuple[int, str], Figures], concurrencies: list[int]) ->
     print(f"{'':>16} {'latency ms':>17} {'':>8} {'CPU ms per request':>25}")
     print(f"{'clients':>7} {'path':>8} {'p50':>8} {'p90':>8} {'req/s':>8} {'client':>8} {'API':>8} {'emulator':>8}")
     for (concurrency, name), result in results.items():
-        api = f"{result.cpu_ms_per_request('api'):.2f}" if name == "openjev" else "-"
+        api = f"{result.cpu_ms_per_request('api'):.2f}" if name in ROUTES else "-"
         print(
             f"{concurrency:>7} {name:>8} {result.p50_ms:>8.2f} {result.p90_ms:>8.2f} {result.rate:>8.1f} "
             f"{result.cpu_ms_per_request('client'):>8.2f} {api:>8} {result.cpu_ms_per_request('emulator'):>8.2f}"
         )
     print()
     print(
-        f"{'clients':>7} {'against':>8} {'p50 ratio':>10} {'≤ 1.5':>6} {'throughput ratio':>17} {'≥ 0.67':>7} "
-        f"{'CPU-bound':>10}"
+        f"{'clients':>7} {'route':>9} {'against':>8} {'p50 ratio':>10} {'≤ 1.5':>6} {'throughput ratio':>17} "
+        f"{'≥ 0.67':>7} {'CPU-bound':>10}"
     )
     for concurrency in concurrencies:
-        served = results[(concurrency, "openjev")]
-        for reference in ("bare", "bare-4"):
-            bare = results[(concurrency, reference)]
-            p50_ratio = served.p50_ms / bare.p50_ms
-            rate_ratio = served.rate / bare.rate
-            print(
-                f"{concurrency:>7} {reference:>8} {p50_ratio:>10.2f} {'ok' if p50_ratio <= P50_TARGET else 'MISS':>6} "
-                f"{rate_ratio:>17.2f} {'ok' if rate_ratio >= THROUGHPUT_TARGET else 'MISS':>7} "
-                f"{cpu_bound_ratio(bare, served):>10.2f}"
-            )
+        for route in ROUTES:
+            served = results[(concurrency, route)]
+            for reference in ("bare", "bare-4"):
+                bare = results[(concurrency, reference)]
+                p50_ratio = served.p50_ms / bare.p50_ms
+                rate_ratio = served.rate / bare.rate
+                print(
+                    f"{concurrency:>7} {route:>9} {reference:>8} {p50_ratio:>10.2f} "
+                    f"{'ok' if p50_ratio <= P50_TARGET else 'MISS':>6} {rate_ratio:>17.2f} "
+                    f"{'ok' if rate_ratio >= THROUGHPUT_TARGET else 'MISS':>7} {cpu_bound_ratio(bare, served):>10.2f}"
+                )
     print(
         "\nCPU-bound: the throughput ratio if every core were busy with these processes alone "
         "(CPU per request of the bare path ÷ that of the openjev path, load generator and emulator included)."

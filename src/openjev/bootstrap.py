@@ -56,28 +56,35 @@ def limits_from(settings: Settings) -> Limits:
 
 
 async def start_evaluator(
-    settings: Settings, runtime: Runtime, *, on_step: Callable[[str], None] = lambda _: None
+    settings: Settings,
+    runtime: Runtime,
+    *,
+    limits: Limits | None = None,
+    on_step: Callable[[str], None] = lambda _: None,
 ) -> Evaluator:
     """Start the backend, load and verify the codec, and build the evaluator; slow parts run in threads.
 
-    Raises StartupError (or the backend's own error) when the model cannot serve. `on_step` hears
-    what is being done next, for /health.
+    Raises StartupError (or the backend's own error) when the model cannot serve. `limits`: the
+    ones the caller already enforces (the HTTP app's), so that one `Limits` serves both; `on_step`
+    hears what is being done next, for /health.
     """
     await runtime.backend.start()
     on_step("loading the tokenizer and verifying labels")
     codec = await asyncio.to_thread(runtime.load_codec)
     labels = await asyncio.to_thread(verify_labels, codec, settings.max_options)
     await asyncio.to_thread(check_template, codec, labels)
-    return build_evaluator(settings, runtime, codec, labels)
+    return build_evaluator(settings, runtime, codec, labels, limits)
 
 
-def build_evaluator(settings: Settings, runtime: Runtime, codec: PromptCodec, labels: LabelSet) -> Evaluator:
+def build_evaluator(
+    settings: Settings, runtime: Runtime, codec: PromptCodec, labels: LabelSet, limits: Limits | None = None
+) -> Evaluator:
     """The one place where settings become the evaluator's arguments."""
     return Evaluator(
         backend=runtime.backend,
         codec=codec,
         labels=labels,
-        limits=limits_from(settings),
+        limits=limits if limits is not None else limits_from(settings),
         temperature=settings.temperature,
         confidence=settings.confidence,
         debias=settings.resolved_debias(runtime.default_debias),

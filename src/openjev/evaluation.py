@@ -88,6 +88,10 @@ class Evaluator:
         self._calls = CallLimit(limits.max_concurrent_branches)
 
     @property
+    def limits(self) -> Limits:
+        return self._limits
+
+    @property
     def branch_limit(self) -> int:
         return self._branch_limit
 

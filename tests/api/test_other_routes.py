@@ -46,6 +46,11 @@ async def test_limits_lists_every_admission_limit(client: Client) -> None:
     assert body["contracts"]["systemone"]["options"] == ["criteria"]
 
 
+async def test_one_limits_object_serves_the_routes_and_the_use_case(client: Client) -> None:
+    service = client.app.state.service
+    assert service.evaluator.limits is service.limits
+
+
 async def test_health_is_ready_and_live(client: Client) -> None:
     health = (await client.get("/health")).json()
     assert health["status"] == "ready" and health["backend_ok"] is True and health["startup_seconds"] is not None

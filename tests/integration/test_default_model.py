@@ -70,3 +70,21 @@ async def test_the_default_server_answers_the_spec_example_sensibly(evaluator: E
     assert answers["refund"].noul > 0.5  # type: ignore[union-attr]
     assert answers["department"].choice == "billing"  # type: ignore[union-attr]
     assert result.response.usage.output_tokens == 1 + 3  # the warm-up, then each question once
+
+
+async def test_the_default_models_template_renders_an_agents_tool_call_in_its_own_form(cache: Path) -> None:
+    """Qwen2.5's template has a tool-call form: a proposed call reaches the model in it, not folded."""
+    from openjev.adapters.embedded.gguf_codec import GGUFCodec
+    from openjev.contracts import decisions
+    from openjev.domain.layout import layout
+    from openjev.domain.state import state_messages
+    from openjev.http.openapi_docs import AGENT_EXAMPLE
+
+    codec = GGUFCodec.from_gguf(model_file(DEFAULT_MODEL, cache))
+    decision = decisions.parse(json.dumps(AGENT_EXAMPLE).encode(), limits_from(load_settings({})), frozenset()).decision
+    split = layout(codec, state_messages(decision.state))
+    assert (
+        '<tool_call>\n{"name": "run_shell", "arguments": {"command": "gsutil -m rm -r gs://prod-backups/2024-*"}}'
+        in (split.prefix_text)
+    )
+    assert not any(p.literal and "<tool_call>" in p.text for p in split.prefix)  # the template's own tags

@@ -13,7 +13,7 @@ from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 from openjev.http.app import create_app
-from openjev.http.openapi_docs import EXAMPLE_REQUEST
+from openjev.http.openapi_docs import AGENT_EXAMPLE, DECISIONS_EXAMPLE, EXAMPLE_REQUEST
 from openjev.settings import load_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
@@ -131,3 +131,27 @@ async def test_concurrent_requests_are_all_answered(client: AsyncTestClient[Lite
         *(ask(client, f"Statement set {n}: the sky is blue.", questions) for n in range(4))
     )
     assert all(len(r.json()["answers"]) == 4 for r in responses)
+
+
+async def test_the_same_decision_gets_the_same_probabilities_through_both_contracts(
+    client: AsyncTestClient[Litestar],
+) -> None:
+    """System One and OpenAI Decisions are two translations of one use case: on the real model too."""
+    one = (await client.post("/v1/systemone", json=EXAMPLE_REQUEST)).json()["answers"]
+    response = await client.post("/v1/decisions", json=DECISIONS_EXAMPLE)
+    assert response.status_code == 200, response.text
+    refund, department, urgency = response.json()["answers"]
+    assert refund["probability"] == pytest.approx(one["refund"]["noul"], abs=1e-6)
+    by_value = {p["value"]: p["probability"] for p in department["probabilities"]}
+    assert by_value == pytest.approx(one["department"]["probabilities"], abs=1e-6)
+    levels = [p["probability"] for p in urgency["probabilities"]]
+    assert levels == pytest.approx(list(one["urgency"]["probabilities"].values()), abs=1e-6)
+
+
+async def test_an_agent_transcript_with_a_tool_call_is_answered_by_the_real_model(
+    client: AsyncTestClient[Litestar],
+) -> None:
+    response = await client.post("/v1/decisions", json=AGENT_EXAMPLE)
+    assert response.status_code == 200, response.text
+    (action,) = response.json()["answers"]
+    assert math.fsum(p["probability"] for p in action["probabilities"]) == pytest.approx(1.0, abs=1e-6)

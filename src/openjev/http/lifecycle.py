@@ -123,7 +123,7 @@ class ServiceLifecycle:
         runtime = self.runtime
         log.info("backend_starting", backend=runtime.kind, model=runtime.public_model)
         try:
-            evaluator = await start_evaluator(self.settings, runtime, on_step=self._step)
+            evaluator = await start_evaluator(self.settings, runtime, limits=self.limits, on_step=self._step)
         except Exception as exc:
             self.phase = Phase.FAILED
             self.detail = str(exc)
