@@ -14,7 +14,7 @@ import msgspec
 
 from openjev.client.progress import Progress
 from openjev.client.systemone import Reply, SystemOneClient
-from openjev.contracts.systemone.wire import ChoiceQuestion, NoulQuestion, Question
+from openjev.contracts.systemone.wire import ChoiceQuestion, Question
 from openjev.quality.dataset import EvalItem, answer_names, gold_index, load_items
 from openjev.quality.metrics import (
     Prediction,
@@ -169,7 +169,7 @@ async def evaluate_file(path: Path, options: EvalOptions) -> FileReport:
         outcomes = await asyncio.gather(*(one(item) for item in items))
         elapsed = time.perf_counter() - started
     progress.close()
-    yes_no = bool(items) and all(isinstance(item.question, NoulQuestion) for item in items)
+    yes_no = bool(items) and all(item.question.kind == "yes_no" for item in items)
     return summarize(str(path), outcomes, elapsed, options, yes_no=yes_no)
 
 

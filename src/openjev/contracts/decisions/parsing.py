@@ -7,13 +7,12 @@ as OpenAI's `param` (`questions[0].choices`). The limits are System One's (`GET 
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
 
 import msgspec
 
 from openjev.contracts.decisions.errors import validation_code
 from openjev.contracts.decisions.input import json_text, part_text, state_of
-from openjev.contracts.decisions.wire import Choice, DecisionRequest, InputJSON, Instructions, Question
+from openjev.contracts.decisions.wire import DecisionRequest, InputJSON, Instructions, Question
 from openjev.domain.decision import Decision, Loc, Policy
 from openjev.domain.errors import InvalidRequest, Issue, explain_validation_error
 from openjev.domain.kinds import KINDS
@@ -80,24 +79,9 @@ def _question_issues(questions: list[Question], limits: Limits) -> list[Issue]:
     if count is not None:
         issues.append(count)
     for i, question in enumerate(questions):
-        field = "levels" if question.kind == "scale" else "choices"
-        options = KINDS[question.kind].count_issue(question.option_count, limits, ("questions", i, field))
+        where = ("questions", i)
+        options = KINDS[question.kind].count_issue(question.option_count, limits, (*where, question.options_field))
         if options is not None:
             issues.append(options)
-        if isinstance(question, Choice):
-            issues += _duplicate_values(question, ("questions", i, "choices"))
-    return issues
-
-
-def _duplicate_values(question: Choice, where: Loc) -> list[Issue]:
-    """Each choice must be unique; values are typed, so `"true"` and `true` are two choices."""
-    seen: set[tuple[type, Any]] = set()
-    issues: list[Issue] = []
-    for j, choice in enumerate(question.choices):
-        key = (type(choice.value), choice.value)
-        if key in seen:
-            issues.append(
-                Issue((*where, j, "value"), f"the choice {choice.value!r} is given twice", "duplicate_choice")
-            )
-        seen.add(key)
+        issues += question.duplicate_issues(where)
     return issues

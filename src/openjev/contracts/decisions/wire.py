@@ -15,6 +15,7 @@ import msgspec
 
 from openjev.domain.debiasing import DebiasMode
 from openjev.domain.decision import Ask, AskKind, Loc, Option
+from openjev.domain.errors import Issue
 from openjev.domain.outcome import Distribution
 
 ChoiceValue = str | bool
@@ -162,12 +163,16 @@ class Predicate(msgspec.Struct, tag_field="type", tag="predicate", forbid_unknow
     """How likely a statement about the input is true: answered with its probability."""
 
     kind: ClassVar[AskKind] = "yes_no"
+    options_field: ClassVar[str] = "instructions"  # no options to count
     instructions: Instructions
     name: str | None = None
 
     @property
     def option_count(self) -> int:
         return 2
+
+    def duplicate_issues(self, where: Loc) -> list[Issue]:
+        return []
 
     def ask(self, instructions: str, where: Loc) -> Ask:
         options = (Option(key=True, text=None), Option(key=False, text=None))
@@ -186,6 +191,7 @@ class Choice(msgspec.Struct, tag_field="type", tag="choice", forbid_unknown_fiel
     """Choose one of the choices; a choice without a description shows its value."""
 
     kind: ClassVar[AskKind] = "choice"
+    options_field: ClassVar[str] = "choices"
     choices: list[ChoiceOption]
     instructions: Instructions
     name: str | None = None
@@ -193,6 +199,18 @@ class Choice(msgspec.Struct, tag_field="type", tag="choice", forbid_unknown_fiel
     @property
     def option_count(self) -> int:
         return len(self.choices)
+
+    def duplicate_issues(self, where: Loc) -> list[Issue]:
+        """Each choice must be unique; values are typed, so `"true"` and `true` are two choices."""
+        seen: set[tuple[type, ChoiceValue]] = set()
+        issues: list[Issue] = []
+        for j, choice in enumerate(self.choices):
+            key = (type(choice.value), choice.value)
+            if key in seen:
+                message = f"the choice {choice.value!r} is given twice"
+                issues.append(Issue((*where, self.options_field, j, "value"), message, "duplicate_choice"))
+            seen.add(key)
+        return issues
 
     def ask(self, instructions: str, where: Loc) -> Ask:
         options = tuple(
@@ -228,6 +246,7 @@ class Score(msgspec.Struct, tag_field="type", tag="score", forbid_unknown_fields
     """Rate the input on ordered levels, the lowest first; answered with the expected 0-based level."""
 
     kind: ClassVar[AskKind] = "scale"
+    options_field: ClassVar[str] = "levels"
     levels: list[Level]
     instructions: Instructions
     name: str | None = None
@@ -235,6 +254,9 @@ class Score(msgspec.Struct, tag_field="type", tag="score", forbid_unknown_fields
     @property
     def option_count(self) -> int:
         return len(self.levels)
+
+    def duplicate_issues(self, where: Loc) -> list[Issue]:
+        return []  # levels are ordered: two with the same label are still two levels
 
     def ask(self, instructions: str, where: Loc) -> Ask:
         options = tuple(Option(key=i, text=level.text) for i, level in enumerate(self.levels))
