@@ -65,7 +65,8 @@ class SGLangBackend:
     runs at once (`build_runtime`: the branch limit plus one warm-up per admitted request); each
     pool holds CONTROL_CONNECTIONS more, and /health and /abort_request never wait behind slow
     calls. `reply_cap` is the largest /generate reply taken (`wire.max_reply_bytes` for the limits
-    in force). `url` may be SGLang's router (docs/sglang.md).
+    in force), and `read_timeout` the longest silence within one. `url` may be SGLang's router
+    (docs/sglang.md).
     """
 
     def __init__(
@@ -78,6 +79,7 @@ class SGLangBackend:
         context_length: int | None = None,
         expected_model: str | None = None,
         reply_cap: int = max_reply_bytes(_DEFAULT_LIMITS.max_concurrent_branches, _DEFAULT_LIMITS.max_options),
+        read_timeout: float = READ_TIMEOUT,
     ) -> None:
         self.url = url.rstrip("/")
         self._api_key = api_key
@@ -86,6 +88,7 @@ class SGLangBackend:
         self._configured_context = context_length
         self._expected_model = expected_model
         self.reply_cap = reply_cap
+        self._read_timeout = read_timeout
         self._control = ControlClient(self.url, api_key=api_key, connections=max_connections + CONTROL_CONNECTIONS)
         self._generate_pool: Http1Pool | None = None  # /generate
         self._context: int | None = context_length
@@ -205,7 +208,7 @@ class SGLangBackend:
             keepalive=KEEPALIVE_SECONDS,
             connect_timeout=CONNECT_TIMEOUT,
             max_reply_bytes=self.reply_cap,
-            read_timeout=READ_TIMEOUT,
+            read_timeout=self._read_timeout,
             headers=self._control.headers(),
         )
 

@@ -105,9 +105,7 @@ class ControlClient:
     async def probe_health(self, limit: float) -> str | None:
         """None when GET /health answers 200 within `limit` seconds, else what went wrong."""
         try:
-            async with self.session.get(
-                f"{self.url}/health", timeout=aiohttp.ClientTimeout(total=limit)
-            ) as response:
+            async with self.session.get(f"{self.url}/health", timeout=aiohttp.ClientTimeout(total=limit)) as response:
                 await read_capped(response)
                 if response.status == 200:
                     return None
@@ -259,4 +257,3 @@ def models_limit(models: Any) -> int | None:
         if isinstance(value, int) and value > 0:
             return value
     return None
-
