@@ -241,3 +241,43 @@ def test_the_emulator_splits_a_batch_as_sglang_normalises_it() -> None:
     ]
     flat = {"input_ids": [[1], [2]], "token_ids_logprob": [5, 6], "rid": ["a", "b"]}
     assert [i["token_ids_logprob"] for i in split_generate_body(flat)] == [[5, 6], [5, 6]]
+
+
+@pytest.mark.parametrize(
+    ("tamper", "message"), [("id", "is for request 'someone-else'"), ("prompt_tokens", "prompt tokens")]
+)
+async def test_a_reply_meant_for_another_request_is_a_backend_error(
+    backend: SGLangBackend, emulator: SGLangEmulator, monkeypatch: pytest.MonkeyPatch, tamper: str, message: str
+) -> None:
+    original = emulator._answer
+
+    def answer(item: dict[str, Any], *, aborted: bool) -> dict[str, Any]:
+        reply = original(item, aborted=aborted)
+        meta = reply["meta_info"]
+        if tamper == "id":
+            meta["id"] = "someone-else"
+        else:
+            meta["prompt_tokens"] += 1
+        return reply
+
+    monkeypatch.setattr(emulator, "_answer", answer)
+    with pytest.raises(BackendError, match=message):
+        await backend.score_many(three_calls())
+    with pytest.raises(BackendError, match=message):
+        await backend.score(new_id(), PROMPT, LABELS)
+    with pytest.raises(BackendError, match=message):
+        await backend.warm(new_id(), PROMPT)
+
+
+async def test_a_reply_without_ids_is_checked_on_its_prompt_length_only(
+    backend: SGLangBackend, emulator: SGLangEmulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = emulator._answer
+
+    def answer(item: dict[str, Any], *, aborted: bool) -> dict[str, Any]:
+        reply = original(item, aborted=aborted)
+        del reply["meta_info"]["id"]  # a frontend that does not echo the rid
+        return reply
+
+    monkeypatch.setattr(emulator, "_answer", answer)
+    assert [len(r.logprobs) for r in await backend.score_many(three_calls())] == [4, 2, 4]
