@@ -14,7 +14,7 @@ from openjev.domain.wire import ChoiceAnswer, NoulAnswer, ScoreAnswer, SystemOne
 from openjev.http.openapi_docs import EXAMPLE_REQUEST
 from tests.assets import qwen3_tokenizer_dir
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.needs_test_assets]
 
 
 @pytest.fixture(scope="module")
