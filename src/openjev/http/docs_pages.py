@@ -4,9 +4,10 @@ The assets are vendored in `docs_assets/`: Scalar's standalone bundle (npm `@sca
 and Swagger UI's bundle and stylesheet (npm `swagger-ui-dist`), byte for byte, with their licences;
 `docs_assets/ASSETS.json` records each release and file hash (`scripts/update-docs-assets` replaces
 them). The app serves them itself at versioned paths under /docs/assets/, so the pages work
-without internet access (an air-gapped deployment gets the same pages) and no package is needed. The pages run no inline script, and their
-Content-Security-Policy allows scripts, connections and fonts from this server only: a document
-or a response shown in them cannot bring in a script from anywhere else.
+without internet access (an air-gapped deployment gets the same pages) and no package is needed.
+The pages run no inline script, and their Content-Security-Policy allows scripts, connections and
+fonts from this server only: a document or a response shown in them cannot bring in a script from
+anywhere else.
 """
 
 from __future__ import annotations
