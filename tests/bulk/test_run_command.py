@@ -176,12 +176,13 @@ def test_resume_refuses_a_file_that_is_not_this_inputs_output_and_leaves_it_unto
         data: "is an input of this run",
         questions_copy: "is not `openjev run` output (line 1",
         input_copy: "is not `openjev run` output (line 1",
-        others_output: "row 1 has id 'x0' there but 'r0' in this input",
+        others_output: "there but 'r",  # row N has id 'xK' there but 'rK' in this input (lines in completion order)
     }
     for out, refusal in cases.items():
         before = out.read_bytes()
         refused = run(command(server, data, questions, out, "--resume"))
         assert refused.returncode == 2 and refusal in refused.stderr, (out, refused.stderr)
+        assert out != others_output or "it is the output of another input" in refused.stderr
         assert "Traceback" not in refused.stderr
         assert out.read_bytes() == before  # never rewritten
 

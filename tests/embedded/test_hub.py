@@ -22,23 +22,6 @@ from tests.smoke.smoke_stub import free_port
 
 REPO = "Qwen/Qwen2.5-0.5B-Instruct-GGUF"
 MODEL = b"GGUF" + bytes(range(256)) * 1024  # 256 KiB, a GGUF by its magic (never loaded)
-# The library's download chunk is 10 MiB; a small one lets a cut download leave a partial file.
-RESOLVE = """
-import sys
-from pathlib import Path
-import huggingface_hub.constants
-huggingface_hub.constants.DOWNLOAD_CHUNK_SIZE = 16 * 1024
-from openjev.logs import configure_logging
-from openjev.domain.errors import StartupError
-from openjev.adapters.embedded.model import resolve_model_path
-configure_logging()
-try:
-    path, packaged = resolve_model_path(sys.argv[1], Path(sys.argv[2]))
-except StartupError as exc:
-    print("ERROR", exc)
-    sys.exit(3)
-print("PATH", path)
-"""
 # What `openjev serve` runs, in a fresh interpreter that imports nothing of huggingface_hub itself:
 # the library loads its submodules lazily, so only the module's own imports can make them usable.
 BARE_RESOLVE = """
@@ -55,6 +38,8 @@ except StartupError as exc:
     sys.exit(3)
 print("PATH", path)
 """
+# The library's download chunk is 10 MiB; a small one lets a cut download leave a partial file.
+RESOLVE = "import huggingface_hub.constants\nhuggingface_hub.constants.DOWNLOAD_CHUNK_SIZE = 16 * 1024\n" + BARE_RESOLVE
 
 
 def test_references_in_the_llama_cpp_and_ollama_forms() -> None:

@@ -92,18 +92,13 @@ class HostileBackend:
             self.config.sent[path] = self.config.sent.get(path, 0) + len(data)
             await writer.drain()
 
-        if mode == "huge-length":
-            await send(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000000000\r\n\r\n")
+        framing = {"huge-length": b"Content-Length: 1000000000000", "unframed": b"Connection: close",
+                   "endless-chunked": b"Transfer-Encoding: chunked"}  # fmt: skip
+        if mode in framing:
+            await send(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" + framing[mode] + b"\r\n\r\n")
+            block = b"%x\r\n%s\r\n" % (len(BLOCK), BLOCK) if mode == "endless-chunked" else BLOCK
             while True:
-                await send(BLOCK)
-        elif mode == "endless-chunked":
-            await send(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
-            while True:
-                await send(b"%x\r\n" % len(BLOCK) + BLOCK + b"\r\n")
-        elif mode == "unframed":
-            await send(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n")
-            while True:
-                await send(BLOCK)
+                await send(block)
         elif mode == "non-ascii-length":
             await send(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \xb2\r\n\r\n{}")
             await asyncio.sleep(3600)
