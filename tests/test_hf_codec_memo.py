@@ -13,6 +13,8 @@ from openjev.adapters.hf_codec import HFCodec, plain_text_twin
 from openjev.domain.ports import ChatMessage
 from tests.assets import qwen3_tokenizer_dir
 
+pytestmark = pytest.mark.needs_test_assets
+
 # One codec for the module (loading one takes a second or two): tests count hits and misses as deltas.
 
 

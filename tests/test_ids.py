@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from openjev.adapters.sglang.backend import rid_for
+from openjev.adapters.sglang.wire import rid_for
 from openjev.ids import random_id
 
 

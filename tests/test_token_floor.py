@@ -6,6 +6,7 @@ import math
 from fractions import Fraction
 from functools import cache
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
@@ -14,6 +15,8 @@ from openjev.adapters.fake.codec import ChatMLByteCodec
 from openjev.adapters.hf_codec import HFCodec
 from openjev.adapters.token_floor import ByteTokenFloor, for_tokenizer
 from tests.assets import qwen3_tokenizer_dir
+
+pytestmark = pytest.mark.needs_test_assets
 
 # Runs the long tokens are made of (spaces, dashes, slashes), combining marks, Hangul jamo (NFC
 # composes three into one syllable), CJK, emoji, digits and letters.

@@ -141,8 +141,8 @@ async def test_overload_is_a_429_with_retry_after_and_not_ready_a_503(server: An
             busy = await client.post("/v1/decisions", json=DECISIONS_EXAMPLE)
         assert busy.status_code == 429 and busy.headers["retry-after"] == "1"
         assert busy.json()["error"]["code"] == "rate_limit_exceeded"
-    async with server(wait_ready=False, fake_latency=0.0) as client:
-        client.app.state.service.evaluator = None  # as while starting
+    async with server() as client:
+        client.app.state.service.evaluator = None  # as while starting (start-up is over: nothing sets it back)
         starting = await client.post("/v1/decisions", json=DECISIONS_EXAMPLE)
         assert starting.status_code == 503 and "retry-after" in starting.headers
         assert starting.json()["error"]["type"] == "server_error"

@@ -253,6 +253,7 @@ class _CountingCodec:
         return self.inner.decode(token_ids)
 
 
+@pytest.mark.needs_test_assets
 async def test_a_state_that_cannot_fit_is_refused_before_it_is_tokenized() -> None:
     settings = load_settings({"OPENJEV_BACKEND": "fake"})
     codec = _CountingCodec()

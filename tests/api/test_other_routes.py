@@ -200,7 +200,7 @@ async def test_docs_pages_use_only_assets_the_server_serves(client: Client) -> N
             assert "immutable" in asset.headers["cache-control"]
     assert {f"scalar-{SCALAR_VERSION}.js", f"swagger-ui-{SWAGGER_VERSION}.js"} <= set(ASSETS)
     scalar = await client.get(f"/docs/assets/scalar-{SCALAR_VERSION}.js")
-    assert len(scalar.content) > 1_000_000  # the whole standalone bundle, from the installed package
+    assert len(scalar.content) > 1_000_000  # the whole standalone bundle, vendored
     assert (await client.get("/docs/assets/../openapi.json")).status_code == 404
     assert (await client.get("/docs/assets/nothing.js")).status_code == 404
 

@@ -157,3 +157,67 @@ def test_bad_inputs_name_the_file_and_line(tmp_path: Path) -> None:
     data.write_text('{"state": "ok"}\n')
     done = run([str(OPENJEV), "run", str(data), "--questions", str(questions), "--url", "http://127.0.0.1:9"])
     assert done.returncode == 2 and "questions" in done.stderr
+
+
+def test_resume_refuses_a_file_that_is_not_this_inputs_output_and_leaves_it_untouched(
+    server: str, inputs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    data, questions = inputs
+    other_input = tmp_path / "other.jsonl"
+    other_input.write_text("".join(json.dumps({"id": f"x{i}", "text": f"Other {i}"}) + "\n" for i in range(3)))
+    others_output = tmp_path / "others.out.jsonl"
+    assert run(command(server, other_input, questions, others_output)).returncode == 0
+    questions_copy = tmp_path / "questions-copy.json"
+    questions_copy.write_text(questions.read_text())
+    input_copy = tmp_path / "input-copy.jsonl"
+    input_copy.write_text(data.read_text())
+    cases = {
+        questions: "is an input of this run",
+        data: "is an input of this run",
+        questions_copy: "is not `openjev run` output (line 1",
+        input_copy: "is not `openjev run` output (line 1",
+        others_output: "there but 'r",  # row N has id 'xK' there but 'rK' in this input (lines in completion order)
+    }
+    for out, refusal in cases.items():
+        before = out.read_bytes()
+        refused = run(command(server, data, questions, out, "--resume"))
+        assert refused.returncode == 2 and refusal in refused.stderr, (out, refused.stderr)
+        assert out != others_output or "it is the output of another input" in refused.stderr
+        assert "Traceback" not in refused.stderr
+        assert out.read_bytes() == before  # never rewritten
+
+
+@pytest.mark.parametrize("case", ["directory", "missing folder", "non-UTF-8 CSV", "non-UTF-8 JSONL"])
+def test_unusable_paths_and_files_exit_2_with_a_message(tmp_path: Path, case: str) -> None:
+    questions = tmp_path / "q.json"
+    questions.write_text(json.dumps(QUESTIONS))
+    data, out = tmp_path / "rows.jsonl", tmp_path / "out.jsonl"
+    data.write_text('{"state": "fine"}\n')
+    if case == "directory":
+        out.mkdir()
+    elif case == "missing folder":
+        out = tmp_path / "nowhere" / "out.jsonl"
+    elif case == "non-UTF-8 CSV":
+        data = tmp_path / "rows.csv"
+        data.write_bytes(b"state\ncaf\xe9 cr\xe8me\n")  # Latin-1, not UTF-8
+    else:
+        data.write_bytes(b'{"state": "fine"}\n{"state": "caf\xe9"}\n')
+    args = [str(OPENJEV), "run", str(data), "--questions", str(questions), "--out", str(out)]
+    done = run([*args, "--url", "http://127.0.0.1:9"])
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    expected = {"directory": "is a directory", "missing folder": "does not exist", "non-UTF-8 CSV": "line 2: not UTF-8",
+                "non-UTF-8 JSONL": "line 2: not valid JSON"}[case]  # fmt: skip
+    assert expected in done.stderr, done.stderr
+
+
+def test_a_csv_cell_larger_than_csvs_default_limit_is_read_and_sent(server: str, tmp_path: Path) -> None:
+    data = tmp_path / "rows.csv"
+    data.write_text("id,state\nbig," + "word " * 30_000 + "\nsmall,fine\n")  # 150,000 characters in one cell
+    questions = tmp_path / "q.json"
+    questions.write_text(json.dumps(QUESTIONS))
+    out = tmp_path / "out.jsonl"
+    done = run([str(OPENJEV), "run", str(data), "--questions", str(questions), "--out", str(out), "--url", server])
+    assert "Traceback" not in done.stderr, done.stderr
+    answered = {r["id"]: r for r in lines(out)}
+    assert set(answered) == {"big", "small"} and "answers" in answered["small"]
+    assert answered["big"].get("status") in (None, 413, 422)  # the server's verdict on its size, not the reader's

@@ -145,6 +145,28 @@ class BackendContract:
             cached = result.usage.cached_tokens
             assert cached is None or 0 <= cached < result.usage.prompt_tokens
 
+    async def test_the_label_mass_is_measured_only_when_asked_and_grows_with_the_labels(
+        self, backend: ScoringBackend, prompt: ContractPrompt
+    ) -> None:
+        full = [*prompt.prefix_ids, *prompt.suffix_ids]
+        labels = prompt.label_ids
+        plain, few, all_of_them = await backend.score_many(
+            [
+                ScoreCall(new_id(), full, labels),
+                ScoreCall(new_id(), full, labels[:2], label_mass=True),
+                ScoreCall(new_id(), full, labels, label_mass=True),
+            ]
+        )
+        assert plain.label_mass is None
+        for measured in (few, all_of_them):
+            assert measured.label_mass is not None and 0.0 < measured.label_mass <= 1.0
+        assert few.label_mass is not None and all_of_them.label_mass is not None
+        if self.exact_label_mass:  # a share of one distribution: more labels never get less of it
+            assert few.label_mass <= all_of_them.label_mass * (1 + 1e-6)
+        assert all_of_them.logprobs == pytest.approx(plain.logprobs, abs=1e-4)  # measuring changes no answer
+
+    exact_label_mass = True  # False for a backend whose label mass is made up (the fake)
+
     async def test_score_many_of_one_call_and_of_none(self, backend: ScoringBackend, prompt: ContractPrompt) -> None:
         assert await backend.score_many([]) == []
         ids = [*prompt.prefix_ids, *prompt.suffix_ids]

@@ -22,4 +22,4 @@ def prompt() -> ContractPrompt:
 
 
 class TestFakeBackend(BackendContract):
-    pass
+    exact_label_mass = False  # the fake's label mass is made up, not a share of one distribution

@@ -22,12 +22,11 @@ from tests.smoke.smoke_stub import free_port
 
 REPO = "Qwen/Qwen2.5-0.5B-Instruct-GGUF"
 MODEL = b"GGUF" + bytes(range(256)) * 1024  # 256 KiB, a GGUF by its magic (never loaded)
-# The library's download chunk is 10 MiB; a small one lets a cut download leave a partial file.
-RESOLVE = """
+# What `openjev serve` runs, in a fresh interpreter that imports nothing of huggingface_hub itself:
+# the library loads its submodules lazily, so only the module's own imports can make them usable.
+BARE_RESOLVE = """
 import sys
 from pathlib import Path
-import huggingface_hub.constants
-huggingface_hub.constants.DOWNLOAD_CHUNK_SIZE = 16 * 1024
 from openjev.logs import configure_logging
 from openjev.domain.errors import StartupError
 from openjev.adapters.embedded.model import resolve_model_path
@@ -39,6 +38,8 @@ except StartupError as exc:
     sys.exit(3)
 print("PATH", path)
 """
+# The library's download chunk is 10 MiB; a small one lets a cut download leave a partial file.
+RESOLVE = "import huggingface_hub.constants\nhuggingface_hub.constants.DOWNLOAD_CHUNK_SIZE = 16 * 1024\n" + BARE_RESOLVE
 
 
 def test_references_in_the_llama_cpp_and_ollama_forms() -> None:
@@ -89,11 +90,13 @@ def hub() -> Iterator[FakeHub]:
         yield running
 
 
-def resolve(reference: str, hf_home: Path, endpoint: str, **env: str) -> subprocess.CompletedProcess[str]:
+def resolve(
+    reference: str, hf_home: Path, endpoint: str, script: str = RESOLVE, **env: str
+) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "OPENJEV_"))}
     environ |= {"HF_ENDPOINT": endpoint, "HF_HOME": str(hf_home), "HF_HUB_DISABLE_TELEMETRY": "1", **env}
     return subprocess.run(
-        [sys.executable, "-c", RESOLVE, reference, str(hf_home / "openjev")],
+        [sys.executable, "-c", script, reference, str(hf_home / "openjev")],
         env=environ, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
 
@@ -122,6 +125,14 @@ def test_downloads_once_into_hf_home_with_progress_in_the_log(hub: FakeHub, tmp_
     dead = f"http://127.0.0.1:{free_port()}"
     assert path_of(resolve(f"hf:{REPO}:Q4_K_M", tmp_path, dead, HF_HUB_OFFLINE="1")) == path
     assert path_of(resolve(f"hf:{REPO}:Q4_K_M", tmp_path, dead)) == path
+
+
+def test_a_fresh_interpreter_resolves_and_explains_without_importing_the_hub_itself(
+    hub: FakeHub, tmp_path: Path
+) -> None:
+    assert path_of(resolve(f"hf:{REPO}", tmp_path, hub.url, BARE_RESOLVE)).read_bytes() == MODEL
+    offline = resolve(f"hf:{REPO}", tmp_path / "empty", hub.url, BARE_RESOLVE, HF_HUB_OFFLINE="1")
+    assert offline.returncode == 3 and "not in the local Hub cache" in offline.stdout, offline.stdout + offline.stderr
 
 
 def test_a_cut_download_resumes_where_it_stopped(hub: FakeHub, tmp_path: Path) -> None:

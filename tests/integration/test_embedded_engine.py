@@ -24,7 +24,7 @@ from openjev.contracts.systemone.wire import ChoiceQuestion, NoulQuestion, Quest
 from openjev.domain.errors import BackendError
 from openjev.domain.labels import LabelSet, verify_labels
 from openjev.domain.layout import layout
-from openjev.domain.ports import ChatMessage
+from openjev.domain.ports import ChatMessage, ScoreCall
 from openjev.domain.prompt import build_plan
 from openjev.settings import load_settings
 from tests.contract.contract import BackendContract, ContractPrompt
@@ -113,6 +113,23 @@ async def test_label_probabilities_equal_the_full_distribution_restricted_to_the
     assert sum(ours) == pytest.approx(1.0, abs=1e-6)  # label-normalised
     for got, want in zip(ours, restricted, strict=True):  # measured: at most 4e-7 apart
         assert got == pytest.approx(want / total, abs=1e-6)
+
+
+@pytest.mark.parametrize("count", [2, 64])
+async def test_the_label_mass_is_the_labels_share_of_the_full_distribution(
+    backend: EmbeddedBackend, codec: GGUFCodec, labels: LabelSet, count: int
+) -> None:
+    options: dict[str, TextValue | None] = {f"option {i}": f"Description number {i}" for i in range(count)}
+    question: Question = (
+        NoulQuestion(instructions="Is the sky green?") if count == 2 else ChoiceQuestion(criteria=options)
+    )
+    plan = plan_for(codec, labels, SKY, {"q": question})
+    ids = [*plan.prefix_ids, *plan.branches[0].suffix_ids]
+    label_ids = list(plan.branches[0].label_ids)
+    (scores,) = await backend.score_many([ScoreCall(f"mass-{count}", ids, label_ids, label_mass=True)])
+    reference = full_distribution(backend, ids)
+    expected = math.fsum(math.exp(reference[label]) for label in label_ids)
+    assert scores.label_mass == pytest.approx(expected, rel=1e-4)  # float32 probabilities in the engine
 
 
 async def test_a_branch_after_the_warm_up_equals_a_cold_evaluation(

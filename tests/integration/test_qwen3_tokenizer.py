@@ -15,7 +15,7 @@ from openjev.domain.prompt import build_plan, check_template, question_opening
 from openjev.http.openapi_docs import EXAMPLE_REQUEST
 from tests.assets import qwen3_tokenizer_dir
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.needs_test_assets]
 
 
 @pytest.fixture(scope="module")

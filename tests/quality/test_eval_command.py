@@ -144,3 +144,22 @@ def test_a_bad_file_names_its_line(tmp_path: Path) -> None:
     done = run_eval(str(data), "--url", "http://127.0.0.1:9")
     assert done.returncode == 2
     assert "line 2" in done.stderr and "Weather" in done.stderr
+
+
+def test_the_report_never_replaces_a_file_unless_forced_and_never_an_input(server: str, tmp_path: Path) -> None:
+    data = write_items(tmp_path / "set.jsonl", ITEMS[:2])
+    dataset = data.read_bytes()
+    existing = tmp_path / "report.json"
+    existing.write_text("keep me")
+    refused = run_eval(str(data), "--url", server, "--out", str(existing))
+    assert refused.returncode == 2 and "already exists: pass --force" in refused.stderr
+    assert existing.read_text() == "keep me"
+    forced = run_eval(str(data), "--url", server, "--out", str(existing), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert json.loads(existing.read_text())["files"]
+    over_input = run_eval(str(data), "--url", server, "--out", str(data), "--force")
+    assert over_input.returncode == 2 and "one of the labelled files" in over_input.stderr
+    assert data.read_bytes() == dataset
+    for out, message in ((tmp_path, "is a directory"), (tmp_path / "nowhere" / "r.json", "does not exist")):
+        done = run_eval(str(data), "--url", server, "--out", str(out))
+        assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr

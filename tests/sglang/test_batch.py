@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -12,8 +13,8 @@ import pytest
 
 from openjev.adapters.fake.codec import ChatMLByteCodec
 from openjev.adapters.score_each import score_each
-from openjev.adapters.sglang.backend import SGLangBackend, rid_for
-from openjev.adapters.sglang.checks import NO_LABEL_LOGPROBS
+from openjev.adapters.sglang.backend import SGLangBackend
+from openjev.adapters.sglang.wire import rid_for
 from openjev.contracts import systemone
 from openjev.domain.errors import BackendError, BackendUnavailable
 from openjev.domain.labels import verify_labels
@@ -78,6 +79,18 @@ async def test_score_many_is_one_batched_generate_with_one_rid_per_call(
     assert results[1].usage == CallUsage(prompt_tokens=len(PROMPT) + 2, cached_tokens=len(PROMPT))
 
 
+async def test_the_label_mass_is_the_sum_of_the_labels_raw_probabilities_when_asked(
+    backend: SGLangBackend, emulator: SGLangEmulator
+) -> None:
+    asked, plain = ScoreCall(new_id(), PROMPT, LABELS, label_mass=True), ScoreCall(new_id(), PROMPT, LABELS)
+    measured, unmeasured = await backend.score_many([asked, plain])
+    expected = math.fsum(math.exp(logprob_of(PROMPT, label)) for label in LABELS)
+    assert measured.label_mass == pytest.approx(expected, rel=1e-12) and 0 < expected < 1
+    assert unmeasured.label_mass is None
+    [body] = emulator.generate_bodies()
+    assert body["token_ids_logprob"] == [LABELS, LABELS]  # nothing more is asked of SGLang for it
+
+
 async def test_one_call_keeps_the_plain_body(backend: SGLangBackend, emulator: SGLangEmulator) -> None:
     call = ScoreCall(new_id(), PROMPT, LABELS)
     await backend.score_many([call])
@@ -119,6 +132,7 @@ async def test_a_three_question_request_makes_two_generate_requests_with_unchang
     await one_by_one.start()
     client = SGLangBackend(one_by_one.url, startup_timeout=5.0)
     await client.start()
+    one_by_one.reset()  # forget the start-up label check
     try:
 
         async def alone(call_id: str, token_ids: Sequence[int], label_ids: Sequence[int]) -> LabelScores:
@@ -207,18 +221,15 @@ async def test_errors_in_a_batch_are_the_errors_of_a_single_call(
     assert [len(r.logprobs) for r in await backend.score_many(three_calls())] == [4, 2, 4]
 
 
-async def test_a_batch_reply_without_label_logprobs_marks_the_backend_incompatible(
+async def test_a_batch_reply_without_label_logprobs_fails_that_request_only(
     backend: SGLangBackend, emulator: SGLangEmulator
 ) -> None:
     emulator.config.label_logprobs = False
     with pytest.raises(BackendError, match="no output_token_ids_logprobs"):
         await backend.score_many(three_calls())
-    health = await backend.health()
-    assert not health.ok and health.detail == NO_LABEL_LOGPROBS
+    assert (await backend.health()).ok  # one reply is no evidence that the backend is unfit
     emulator.config.label_logprobs = True
-    with pytest.raises(BackendError, match="no output_token_ids_logprobs"):  # stays failed, sends nothing
-        await backend.score_many(three_calls())
-    assert len(emulator.generate_bodies()) == 1
+    assert [len(r.logprobs) for r in await backend.score_many(three_calls())] == [4, 2, 4]
 
 
 async def test_a_reply_with_the_wrong_number_of_items_is_a_backend_error(
@@ -245,3 +256,43 @@ def test_the_emulator_splits_a_batch_as_sglang_normalises_it() -> None:
     ]
     flat = {"input_ids": [[1], [2]], "token_ids_logprob": [5, 6], "rid": ["a", "b"]}
     assert [i["token_ids_logprob"] for i in split_generate_body(flat)] == [[5, 6], [5, 6]]
+
+
+@pytest.mark.parametrize(
+    ("tamper", "message"), [("id", "is for request 'someone-else'"), ("prompt_tokens", "prompt tokens")]
+)
+async def test_a_reply_meant_for_another_request_is_a_backend_error(
+    backend: SGLangBackend, emulator: SGLangEmulator, monkeypatch: pytest.MonkeyPatch, tamper: str, message: str
+) -> None:
+    original = emulator._answer
+
+    def answer(item: dict[str, Any], *, aborted: bool) -> dict[str, Any]:
+        reply = original(item, aborted=aborted)
+        meta = reply["meta_info"]
+        if tamper == "id":
+            meta["id"] = "someone-else"
+        else:
+            meta["prompt_tokens"] += 1
+        return reply
+
+    monkeypatch.setattr(emulator, "_answer", answer)
+    with pytest.raises(BackendError, match=message):
+        await backend.score_many(three_calls())
+    with pytest.raises(BackendError, match=message):
+        await backend.score(new_id(), PROMPT, LABELS)
+    with pytest.raises(BackendError, match=message):
+        await backend.warm(new_id(), PROMPT)
+
+
+async def test_a_reply_without_ids_is_checked_on_its_prompt_length_only(
+    backend: SGLangBackend, emulator: SGLangEmulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = emulator._answer
+
+    def answer(item: dict[str, Any], *, aborted: bool) -> dict[str, Any]:
+        reply = original(item, aborted=aborted)
+        del reply["meta_info"]["id"]  # a frontend that does not echo the rid
+        return reply
+
+    monkeypatch.setattr(emulator, "_answer", answer)
+    assert [len(r.logprobs) for r in await backend.score_many(three_calls())] == [4, 2, 4]

@@ -10,13 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from openjev.adapters.sglang.backend import (
-    CONTROL_CONNECTIONS,
-    SGLangBackend,
-    _models_limit,
-    _server_limit,
-    rid_for,
-)
+from openjev.adapters.sglang.backend import CONTROL_CONNECTIONS, SGLangBackend
+from openjev.adapters.sglang.control import models_limit, server_limit
+from openjev.adapters.sglang.wire import rid_for
 from openjev.domain.errors import BackendError, BackendUnavailable, StartupError
 from openjev.domain.ports import CallUsage, ScoringBackend
 from tests.sglang_emulator import EmulatorConfig, SGLangEmulator, logprob_of
@@ -277,13 +273,13 @@ async def test_context_limit_is_capped_by_the_setting_and_falls_back_to_v1_model
 
 
 def test_request_limit_parsing() -> None:
-    assert _server_limit({"max_req_input_len": 100, "context_length": 200}) == 100
-    assert _server_limit({"context_length": 200}) == 200
-    assert _server_limit({"context_length": None}) is None
-    assert _server_limit([]) is None
-    assert _models_limit({"data": [{"id": "m", "max_model_len": 300}]}) == 300
-    assert _models_limit({"data": []}) is None
-    assert _models_limit(None) is None
+    assert server_limit({"max_req_input_len": 100, "context_length": 200}) == 100
+    assert server_limit({"context_length": 200}) == 200
+    assert server_limit({"context_length": None}) is None
+    assert server_limit([]) is None
+    assert models_limit({"data": [{"id": "m", "max_model_len": 300}]}) == 300
+    assert models_limit({"data": []}) is None
+    assert models_limit(None) is None
 
 
 async def test_calls_before_start_are_unavailable_not_crashes() -> None:

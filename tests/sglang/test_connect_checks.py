@@ -1,5 +1,6 @@
 """What openjev checks on an SGLang it did not launch (`--connect`): the backend key is enforced, the
-KV cache dtype is reported, and a backend whose replies carry no label log-probabilities fails."""
+KV cache dtype is reported, and a backend whose replies carry no label log-probabilities is told
+apart from one bad reply: the start-up check, or several such replies in a row, and it recovers."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 import structlog
 
 from openjev.adapters.sglang.backend import SGLangBackend
+from openjev.adapters.sglang.checks import INCOMPATIBLE_AFTER, NO_LABEL_LOGPROBS
 from openjev.domain.errors import BackendError, StartupError
 from tests.sglang_emulator import EmulatorConfig, SGLangEmulator
 
@@ -39,15 +41,46 @@ async def test_an_enforced_backend_key_passes_the_check() -> None:
         with structlog.testing.capture_logs() as logs:
             await client.start()
         assert any(e["event"] == "sglang_key_enforced" for e in logs)
-        assert emu.generate_bodies() == [{"input_ids": []}]  # the keyless check, refused with 401
+        keyless, label_check = emu.generate_bodies()
+        assert keyless == {"input_ids": []}  # the keyless check, refused with 401
+        assert label_check["token_ids_logprob"] == [0]  # then the label check, with the key
         assert (await client.score(uuid.uuid4().hex, PROMPT, LABELS)).logprobs
     finally:
         await client.close()
         await emu.stop()
 
 
-async def test_no_key_no_check(backend: SGLangBackend, emulator: SGLangEmulator) -> None:
-    assert emulator.generate_bodies() == []
+async def test_no_key_no_key_check_but_one_label_check() -> None:
+    emu = SGLangEmulator()
+    await emu.start()
+    client = SGLangBackend(emu.url, startup_timeout=5)
+    try:
+        await client.start()
+        [label_check] = emu.generate_bodies()
+        assert label_check == {
+            "input_ids": [0],
+            "sampling_params": {"max_new_tokens": 1, "temperature": 0},
+            "return_logprob": True,
+            "token_ids_logprob": [0],
+            "logprob_start_len": -1,
+            "rid": label_check["rid"],
+        }
+    finally:
+        await client.close()
+        await emu.stop()
+
+
+async def test_a_backend_without_label_logprobs_at_start_up_stops_it() -> None:
+    """SGLang's router over gRPC workers returns no output_token_ids_logprobs: openjev cannot serve."""
+    emu = SGLangEmulator(EmulatorConfig(label_logprobs=False))
+    await emu.start()
+    client = SGLangBackend(emu.url, startup_timeout=5)
+    try:
+        with pytest.raises(StartupError, match="workers must be HTTP workers"):
+            await client.start()
+    finally:
+        await client.close()
+        await emu.stop()
 
 
 @pytest.mark.parametrize(("dtype", "warning"), [("bf16", None), ("auto", "sglang_kv_cache_auto"),
@@ -69,20 +102,36 @@ async def test_the_kv_cache_dtype_is_reported_at_start_up(dtype: str, warning: s
         await emu.stop()
 
 
-async def test_replies_without_label_logprobs_fail_the_backend_at_the_first_one(
+async def test_replies_without_label_logprobs_fail_their_requests_and_only_a_run_of_them_fails_health(
     backend: SGLangBackend, emulator: SGLangEmulator
 ) -> None:
-    """SGLang's router over gRPC workers returns no output_token_ids_logprobs: openjev cannot serve."""
     emulator.config.label_logprobs = False
-    assert (await backend.health()).ok
-    with pytest.raises(BackendError, match="workers must be HTTP workers"):
-        await backend.score(uuid.uuid4().hex, PROMPT, LABELS)
-    calls = len(emulator.generate_bodies())
-    with pytest.raises(BackendError, match="workers must be HTTP workers"):
-        await backend.score(uuid.uuid4().hex, PROMPT, LABELS)
-    assert len(emulator.generate_bodies()) == calls  # failed at once: the backend is known unfit
+    for sent in range(1, INCOMPATIBLE_AFTER + 2):
+        if sent == INCOMPATIBLE_AFTER:
+            assert (await backend.health()).ok  # one reply short of the evidence: still healthy
+        with pytest.raises(BackendError, match="workers must be HTTP workers"):
+            await backend.score(uuid.uuid4().hex, PROMPT, LABELS)
+        assert len(emulator.generate_bodies()) == sent  # every request is still sent
     health = await backend.health()
-    assert not health.ok and "output_token_ids_logprobs" in health.detail
+    assert not health.ok and health.detail.startswith(NO_LABEL_LOGPROBS)
+    assert "replies in a row had none" in health.detail
+    emulator.config.label_logprobs = True
+    assert (await backend.score(uuid.uuid4().hex, PROMPT, LABELS)).logprobs  # answers again: recovered
+    assert (await backend.health()).ok
+
+
+async def test_health_looks_again_and_recovers_without_traffic(
+    backend: SGLangBackend, emulator: SGLangEmulator
+) -> None:
+    emulator.config.label_logprobs = False
+    for _ in range(INCOMPATIBLE_AFTER):
+        with pytest.raises(BackendError):
+            await backend.score(uuid.uuid4().hex, PROMPT, LABELS)
+    sent = len(emulator.generate_bodies())
+    assert not (await backend.health()).ok
+    assert len(emulator.generate_bodies()) == sent + 1  # /health asked for a label again: still none
+    emulator.config.label_logprobs = True
+    assert (await backend.health()).ok
 
 
 async def test_a_missing_single_label_is_a_call_error_not_a_backend_failure(

@@ -22,7 +22,7 @@ from tests.assets import qwen3_tokenizer_dir
 from tests.sglang.launching import OPENJEV, clean_env, free_port, health_status, http, wait_until
 from tests.sglang_emulator import EmulatorConfig, EmulatorThread, logprob_of
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.needs_test_assets]
 
 REQUEST_TIMEOUT = 5.0
 # The spec example with a third option (null description) and a fourth level.

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 import pytest
 import uvloop
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from openjev.adapters.sglang.http1 import (
     ConnectFailed,
@@ -16,6 +18,7 @@ from openjev.adapters.sglang.http1 import (
     Http1Pool,
     MalformedResponse,
     Reply,
+    ReplyTooLarge,
 )
 
 OK = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{"ok": true}'
@@ -338,3 +341,105 @@ async def test_a_waiter_cancelled_after_the_pool_closed_just_ends() -> None:
         closed.reply_held.set()
         assert (await closed.busy).status == 200
         assert closed.client.open_connections == 0
+
+
+# -- the pool's invariant, whatever the calls meet --------------------------------------------------
+
+ANSWERS = {
+    b"ok": [OK],
+    b"chunked": [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"],
+    b"cut": [b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", CLOSE],
+    b"garbage": [b"SSH-2.0-OpenSSH\r\n\r\n"],
+    b"huge": [b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000\r\n\r\n"],
+    b"close": [b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok"],
+    b"slow": [OK],
+}
+EXPECTED: dict[bytes, type[BaseException] | None] = {
+    b"ok": None, b"chunked": None, b"close": None, b"slow": None, b"cut": ConnectionDropped,
+    b"garbage": MalformedResponse, b"huge": ReplyTooLarge, b"cancel": asyncio.CancelledError,
+}  # fmt: skip
+
+
+async def answer_by_body(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Answers each request as its body says (`ANSWERS`); `slow` and `cancel` wait first."""
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            kind = await reader.readexactly(length)
+            await asyncio.sleep({b"slow": 0.02, b"cancel": 0.5}.get(kind, 0.0))
+            for piece in ANSWERS.get(kind, [OK]):
+                if piece == CLOSE:
+                    return
+                writer.write(piece)
+                await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+        pass
+    finally:
+        writer.close()
+
+
+def invariant_violations(client: Http1Pool) -> list[str]:
+    found = []
+    if client.open_connections > client.limit:
+        found.append(f"{client.open_connections} open connections, the limit is {client.limit}")
+    if client.idle_connections > client.open_connections:
+        found.append("more idle connections than open ones")
+    if client.waiting and (client.idle_connections or client.open_connections < client.limit):
+        found.append(f"{client.waiting} waiting while a place is free")
+    if not client.idle_usable:
+        found.append("an idle connection that is closed")
+    return found
+
+
+async def run_calls(limit: int, kinds: list[bytes]) -> None:
+    server = await asyncio.start_server(answer_by_body, "127.0.0.1", 0)
+    client = Http1Pool(
+        f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", limit=limit, keepalive=4, connect_timeout=5,
+        max_reply_bytes=1024 * 1024,
+    )  # fmt: skip
+    violations: list[str] = []
+    watching = True
+
+    async def watch() -> None:
+        while watching:
+            violations.extend(invariant_violations(client))
+            await asyncio.sleep(0)
+
+    async def call(kind: bytes) -> None:
+        if kind == b"cancel":
+            task = asyncio.ensure_future(client.post("/generate", kind))
+            await asyncio.sleep(0.01)
+            task.cancel()
+            await task
+        else:
+            reply = await client.post("/generate", kind)
+            assert reply.status == 200
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        async with asyncio.timeout(10):  # every waiter is served: nothing hangs
+            outcomes = await asyncio.gather(*(call(kind) for kind in kinds), return_exceptions=True)
+        for kind, outcome in zip(kinds, outcomes, strict=True):
+            expected = EXPECTED[kind]
+            assert (outcome is None) if expected is None else isinstance(outcome, expected), (kind, outcome)
+        # Idle connections are usable: as many calls as the limit, at once, all answered.
+        assert [r.status for r in await asyncio.gather(*(client.post("/generate", b"ok") for _ in range(limit)))] == [
+            200
+        ] * limit
+        assert client.open_connections == client.idle_connections <= limit
+    finally:
+        watching = False
+        await watcher
+        await client.close()
+        server.close()
+    assert client.open_connections == 0
+    assert violations == []
+
+
+@settings(max_examples=30)
+@given(st.integers(1, 3), st.lists(st.sampled_from(sorted(EXPECTED)), min_size=1, max_size=12))
+def test_the_pool_never_exceeds_its_limit_keeps_usable_idle_connections_and_serves_every_waiter(
+    limit: int, kinds: list[bytes]
+) -> None:
+    asyncio.run(run_calls(limit, kinds))

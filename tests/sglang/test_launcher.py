@@ -243,6 +243,7 @@ def test_an_api_that_does_not_stop_after_sglang_died_is_cut_short(tmp_path: Path
 
 
 @pytest.mark.integration
+@pytest.mark.needs_test_assets
 def test_launched_server_becomes_ready_and_answers(tmp_path: Path) -> None:
     env = {"STANDIN_LOAD_SECONDS": "1.5", "OPENJEV_TOKENIZER": str(qwen3_tokenizer_dir())}
     with serve_with_standin(tmp_path, env) as served:

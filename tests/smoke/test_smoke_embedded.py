@@ -9,10 +9,11 @@ times slower than this test should be.)
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from openjev.smoke.runner import EXIT_OK, SmokeOptions, run_smoke
+from openjev.smoke.runner import EXIT_OK, SmokeOptions, SmokeResult, run_smoke
 from tests.smoke.servers import openjev_server
 
 pytestmark = pytest.mark.integration
@@ -34,10 +35,21 @@ async def test_the_small_embedded_model_passes_every_check(tmp_path: Path) -> No
     assert first.exit_code == EXIT_OK
     assert first.server_model == "HuggingFaceTB/SmolLM2-135M-Instruct"
 
-    answers = {c.name: c.answers["q"] for c in first.checks if c.answers is not None}
-    assert answers == {c.name: c.answers["q"] for c in second.checks if c.answers is not None}
+    def kept(result: SmokeResult) -> dict[str, Any]:
+        """The answers the semantic checks kept: System One's by question id, Decisions' in a list."""
+        return {
+            c.name: c.answers[0] if c.name.startswith("decisions_") else c.answers["q"]
+            for c in result.checks
+            if c.answers is not None
+        }
+
+    answers = kept(first)
+    assert answers == kept(second)
     assert answers["obvious_yes"]["noul"] > 0.5 + MARGIN
     assert answers["obvious_no"]["noul"] < 0.5 - MARGIN
+    # The same questions on the Decisions route: the same probabilities.
+    assert answers["decisions_obvious_yes"]["probability"] == pytest.approx(answers["obvious_yes"]["noul"], abs=1e-6)
+    assert answers["decisions_obvious_no"]["probability"] == pytest.approx(answers["obvious_no"]["noul"], abs=1e-6)
     for name in ("obvious_choice_first", "obvious_choice_last"):
         p = sorted(answers[name]["probabilities"].values(), reverse=True)
         assert p[0] - p[1] > CHOICE_MARGIN, (name, p)

@@ -7,6 +7,7 @@ import asyncio
 import sys
 from pathlib import Path
 
+from openjev.bulk.output import check_output_path
 from openjev.bulk.rows import InputError, load_questions, load_rows
 from openjev.bulk.runner import RunOptions, Summary, format_summary, run_rows
 from openjev.client.arguments import add_server_arguments, api_key, positive_int
@@ -30,7 +31,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--state-field", default="state", help="field (JSONL) or column (CSV) of the state")
     parser.add_argument("--id-field", default="id", help="field or column copied to each output line as `id`")
     parser.add_argument("--out", "-o", type=Path, default=None, help="output JSONL (default: FILE.out.jsonl)")
-    parser.add_argument("--resume", action="store_true", help="keep the rows --out already answers, send the rest")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the rows --out already answers, send the rest (--out must be this command's output for FILE)",
+    )
     add_server_arguments(parser, concurrency=4)
     parser.add_argument("--retries", type=positive_int, default=5, help="resends of a 503/529 per row (default 5)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per request (default 300)")
@@ -54,6 +59,7 @@ def main_from_args(args: argparse.Namespace) -> int:
     )
     summary = Summary()
     try:
+        check_output_path(out, (args.file, args.questions))
         rows = load_rows(args.file, args.state_field, args.id_field)
         questions = load_questions(args.questions)
         asyncio.run(run_rows(rows, questions, out, options, summary))

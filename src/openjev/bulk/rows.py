@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 from typing import Any
 
 import msgspec
+
+# The largest CSV cell taken (csv's own default is 131,072 characters). A state as large as that
+# is refused by the server (OPENJEV_MAX_BODY_BYTES) as that row's error, not by the reader.
+MAX_CSV_CELL = 64 * 1024 * 1024
 
 
 class InputError(ValueError):
@@ -45,14 +50,27 @@ def _jsonl_rows(path: Path, state_field: str, id_field: str) -> list[Row]:
 
 
 def _csv_rows(path: Path, state_field: str, id_field: str) -> list[Row]:
-    with path.open(newline="", encoding="utf-8-sig") as file:
-        reader = csv.DictReader(file)
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(
+            f"{path}, line {line}: not UTF-8 text (byte {data[exc.start]:#04x}); save it as UTF-8"
+        ) from None
+    previous = csv.field_size_limit(MAX_CSV_CELL)
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
         if reader.fieldnames is None or state_field not in reader.fieldnames:
             raise InputError(f"{path}: no {state_field!r} column (columns: {reader.fieldnames}); use --state-field")
         return [
             _row(record, number, state_field, id_field, f"{path}, line {reader.line_num}")
             for number, record in enumerate(reader, start=1)
         ]
+    except csv.Error as exc:
+        raise InputError(f"{path}, line {reader.line_num}: {exc}") from None
+    finally:
+        csv.field_size_limit(previous)
 
 
 def _row(record: dict[str, Any], number: int, state_field: str, id_field: str, where: str) -> Row:

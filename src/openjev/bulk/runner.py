@@ -4,13 +4,13 @@ The output is JSON Lines in completion order; every line names its input row (`r
 its `id`. Each line goes out in one write and is flushed at once, so a crash or Ctrl-C loses at
 most the rows in flight and, after a hard kill, leaves at most one torn last line. `--resume`
 keeps the answered lines, drops failed and torn ones, and sends only the rows still missing, so
-the finished file holds exactly one line per row.
+the finished file holds exactly one line per row; it first checks that the file is this command's
+output for this input (`output.py`), and never rewrites one that is not.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 import msgspec
 
+from openjev.bulk.output import answered_rows
 from openjev.bulk.rows import InputError, Row
 from openjev.client.progress import Progress
 from openjev.client.systemone import SystemOneClient
@@ -54,29 +55,6 @@ class Summary(msgspec.Struct):
         return self.rows - self.skipped - self.answered - self.failed
 
 
-def answered_rows(out: Path, rows: int) -> set[int]:
-    """The rows `out` already answers. Rewrites it without failed, torn, duplicate or foreign lines."""
-    if not out.exists():
-        return set()
-    kept: list[bytes] = []
-    done: set[int] = set()
-    for line in out.read_bytes().splitlines():
-        try:
-            record = msgspec.json.decode(line)
-        except msgspec.DecodeError:
-            continue  # a line torn by a crash: its row is sent again
-        if not isinstance(record, dict) or "answers" not in record:
-            continue  # a failed row: sent again
-        number = record.get("row")
-        if isinstance(number, int) and 1 <= number <= rows and number not in done:
-            done.add(number)
-            kept.append(line)
-    temporary = out.with_name(out.name + ".resume")
-    temporary.write_bytes(b"".join(line + b"\n" for line in kept))
-    os.replace(temporary, out)
-    return done
-
-
 def request_for(row: Row, questions: dict[str, Any], model: str) -> dict[str, Any]:
     return {"model": model, "state": row.state, "questions": questions}
 
@@ -95,7 +73,7 @@ async def decide_row(client: SystemOneClient, row: Row, questions: dict[str, Any
 def rows_to_send(rows: Sequence[Row], out: Path, *, resume: bool) -> list[Row]:
     """The rows `out` does not answer yet (all of them unless resuming; `out` must then be new or empty)."""
     if resume:
-        done = answered_rows(out, len(rows))
+        done = answered_rows(out, rows)
     elif out.exists() and out.stat().st_size > 0:
         raise InputError(f"{out} already exists: pass --resume to continue it, or remove it to start over")
     else:
@@ -114,7 +92,11 @@ async def run_rows(
     pending: Iterator[Row] = iter(todo)
     started = time.perf_counter()
     try:
-        with out.open("ab") as sink:
+        try:
+            sink = out.open("ab")
+        except OSError as exc:
+            raise InputError(f"--out {out}: {exc.strerror or exc}") from None
+        with sink:
             async with SystemOneClient(
                 options.url, key=options.key, timeout=options.timeout, retries=options.retries
             ) as c:

@@ -1,11 +1,13 @@
 """The two documentation UIs on /openapi.json, Scalar at / and Swagger UI at /docs, with their assets.
 
-The assets come from two wheels the project depends on (`star-openapi-scalar` ships Scalar's
-standalone bundle, `star-openapi-swagger` Swagger UI's bundle and stylesheet); the app serves them
-itself at versioned paths under /docs/assets/, so the pages work without internet access (an
-air-gapped deployment gets the same pages). The pages run no inline script, and their
-Content-Security-Policy allows scripts, connections and fonts from this server only: a document
-or a response shown in them cannot bring in a script from anywhere else.
+The assets are vendored in `docs_assets/`: Scalar's standalone bundle (npm `@scalar/api-reference`)
+and Swagger UI's bundle and stylesheet (npm `swagger-ui-dist`), byte for byte, with their licences;
+`docs_assets/ASSETS.json` records each release and file hash (`scripts/update-docs-assets` replaces
+them). The app serves them itself at versioned paths under /docs/assets/, so the pages work
+without internet access (an air-gapped deployment gets the same pages) and no package is needed.
+The pages run no inline script, and their Content-Security-Policy allows scripts, connections and
+fonts from this server only: a document or a response shown in them cannot bring in a script from
+anywhere else.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import html
 import json
 from dataclasses import dataclass
 from functools import cache
-from importlib import metadata, resources
+from importlib import resources
 
 from litestar import Response, get
 from litestar.enums import MediaType
@@ -23,8 +25,11 @@ from litestar.params import FromPath
 
 from openjev.http.openapi_docs import OPENAPI_PATH, TITLE
 
-SCALAR_VERSION = metadata.version("star-openapi-scalar")
-SWAGGER_VERSION = metadata.version("star-openapi-swagger")
+ASSETS_PACKAGE = "openjev.http"
+ASSETS_DIR = "docs_assets"
+MANIFEST = json.loads(resources.files(ASSETS_PACKAGE).joinpath(ASSETS_DIR, "ASSETS.json").read_text())
+SCALAR_VERSION: str = MANIFEST["scalar"]["version"]
+SWAGGER_VERSION: str = MANIFEST["swagger-ui"]["version"]
 ASSETS_PATH = "/docs/assets"
 
 # Styles may be inline (both UIs set them from script); nothing else but this server's own files.
@@ -51,25 +56,22 @@ SCALAR_CONFIGURATION = {"hideDownloadButton": False, "withDefaultFonts": False} 
 
 @dataclass(frozen=True)
 class Asset:
-    """A file of an installed package, or text of our own when `package` is empty."""
+    """A vendored file (`path` under docs_assets/), or text of our own when `path` is empty."""
 
     media_type: str
-    package: str = ""
     path: str = ""
     text: str = ""
 
     def content(self) -> bytes:
-        if not self.package:
+        if not self.path:
             return self.text.encode()
-        return resources.files(self.package).joinpath(self.path).read_bytes()
+        return resources.files(ASSETS_PACKAGE).joinpath(ASSETS_DIR, self.path).read_bytes()
 
 
 ASSETS: dict[str, Asset] = {
-    f"scalar-{SCALAR_VERSION}.js": Asset(JAVASCRIPT, "star_openapi_scalar", "templates/scalar/js/scalar.standalone.js"),
-    f"swagger-ui-{SWAGGER_VERSION}.js": Asset(
-        JAVASCRIPT, "star_openapi_swagger", "templates/swagger/js/swagger-ui-bundle.js"
-    ),
-    f"swagger-ui-{SWAGGER_VERSION}.css": Asset(CSS, "star_openapi_swagger", "templates/swagger/css/swagger-ui.css"),
+    f"scalar-{SCALAR_VERSION}.js": Asset(JAVASCRIPT, "scalar/standalone.js"),
+    f"swagger-ui-{SWAGGER_VERSION}.js": Asset(JAVASCRIPT, "swagger-ui/swagger-ui-bundle.js"),
+    f"swagger-ui-{SWAGGER_VERSION}.css": Asset(CSS, "swagger-ui/swagger-ui.css"),
     f"swagger-init-{SWAGGER_VERSION}.js": Asset(JAVASCRIPT, text=SWAGGER_INIT),
 }
 

@@ -40,8 +40,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--debias", choices=DEBIAS_CHOICES, default=None, help="send x_debias with every request (default: server's)"
     )
     parser.add_argument("--limit", type=positive_int, default=None, help="only the first N items of each file")
-    parser.add_argument("--out", type=Path, default=None, help="also write the full report as JSON here")
+    parser.add_argument("--out", type=Path, default=None, help="also write the full report as JSON here (a new file)")
+    parser.add_argument("--force", action="store_true", help="let --out replace an existing file (never an input)")
     parser.set_defaults(run=main_from_args)
+
+
+def check_report_path(out: Path, inputs: list[Path], *, force: bool) -> None:
+    """DatasetError when the report cannot go to `out`; checked before any item is sent."""
+    if out.is_dir():
+        raise DatasetError(f"--out {out} is a directory: name a file (e.g. {out / 'report.json'})")
+    if not out.parent.is_dir():
+        raise DatasetError(f"--out {out}: the folder {out.parent} does not exist")
+    if not out.exists():
+        return
+    if any(path.exists() and out.samefile(path) for path in inputs):
+        raise DatasetError(f"--out {out} is one of the labelled files: name another file for the report")
+    if not force:
+        raise DatasetError(f"--out {out} already exists: pass --force to replace it, or name another file")
 
 
 def main_from_args(args: argparse.Namespace) -> int:
@@ -56,11 +71,17 @@ def main_from_args(args: argparse.Namespace) -> int:
         limit=args.limit,
     )
     try:
+        if args.out is not None:
+            check_report_path(args.out, args.files, force=args.force)
         report = asyncio.run(run_eval(args.files, options))
     except DatasetError as exc:
         print(f"openjev eval: {exc}", file=sys.stderr)
         return 2
     print(format_report(report))
     if args.out is not None:
-        args.out.write_bytes(msgspec.json.format(msgspec.json.encode(report)) + b"\n")
+        try:
+            args.out.write_bytes(msgspec.json.format(msgspec.json.encode(report)) + b"\n")
+        except OSError as exc:
+            print(f"openjev eval: --out {args.out}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
     return 1 if any(f.failures for f in report.files) else 0

@@ -27,7 +27,9 @@ from openjev.adapters.embedded.llama_protocol import (
     FALLBACK_LABEL_BIAS,
     LABEL_BIAS,
     ReplyCollector,
+    label_mass,
     label_probabilities,
+    raw_request,
     score_request,
     to_logprobs,
     warm_request,
@@ -39,6 +41,7 @@ from openjev.domain.ports import BackendHealth, CallUsage, ChatMessage, LabelSco
 from openjev.logs import get_logger
 
 log = get_logger("openjev.embedded")
+RAW_EXTRA_PROBS = 32  # raw probabilities read beyond the labels' count, for the label mass
 
 _CODEC_PROBES = (
     "Hello, world! It's a test: don't, won't, we'll, I'd, you're, they've.",
@@ -165,8 +168,28 @@ class EmbeddedBackend:
 
     async def score_many(self, calls: Sequence[ScoreCall]) -> list[LabelScores]:
         """Each call as its own engine call, concurrently: the slot router and the slots' FIFO queues
-        already schedule a request's branches together (no HTTP round trip to save in-process)."""
-        return await score_each(self.score, calls)
+        already schedule a request's branches together (no HTTP round trip to save in-process).
+
+        A call that asks for its label mass makes one more engine call on the same tokens (cached in
+        its slot: one token is evaluated again), reading the raw distribution.
+        """
+        results = await score_each(self.score, calls)
+        measured = [(call, result) for call, result in zip(calls, results, strict=True) if call.label_mass]
+        if not measured:
+            return results
+        masses = iter(await asyncio.gather(*(self._label_mass(call, result) for call, result in measured)))
+        return [
+            msgspec.structs.replace(r, label_mass=next(masses)) if c.label_mass else r
+            for c, r in zip(calls, results, strict=True)
+        ]
+
+    async def _label_mass(self, call: ScoreCall, scores: LabelScores) -> float:
+        token_ids, label_ids = call.token_ids, call.label_ids
+        n_probs = len(label_ids) + RAW_EXTRA_PROBS
+        reply = await self._call(
+            call.call_id, token_ids, lambda slot: raw_request(token_ids, slot=slot, n_probs=n_probs)
+        )
+        return label_mass(reply, label_ids, scores.logprobs)
 
     async def abort(self, call_ids: Sequence[str]) -> None:
         """Queued calls never reach the engine; a running one stops at its next progress report."""

@@ -97,7 +97,11 @@ def _has_quant(file: str, quant: str) -> bool:
 def resolve_hub_model(ref: HubReference, revision: str | None = None) -> Path:
     """The local path of `ref`'s GGUF (its first part), downloaded once into the Hub cache."""
     try:
+        # The submodules by name: huggingface_hub loads them lazily, and only an import makes them
+        # attributes of the package (a test that imports one itself would hide their absence).
         import huggingface_hub
+        import huggingface_hub.constants
+        import huggingface_hub.errors
     except ImportError:  # pragma: no cover - a dependency of the embedded group and of tokenizers
         raise StartupError(f"OPENJEV_MODEL={ref.text!r} needs huggingface_hub: `uv sync` or pip install it") from None
     try:
@@ -107,7 +111,7 @@ def resolve_hub_model(ref: HubReference, revision: str | None = None) -> Path:
     except StartupError:
         raise
     except Exception as exc:  # noqa: BLE001 - every Hub, network and disk failure becomes one clear message
-        raise StartupError(_explain(ref, exc, huggingface_hub.constants)) from None
+        raise StartupError(_explain(ref, exc, huggingface_hub.constants, huggingface_hub.errors)) from None
     check_gguf(paths[0], ref)
     return paths[0]
 
@@ -164,8 +168,7 @@ def check_gguf(path: Path, ref: HubReference) -> None:
         )
 
 
-def _explain(ref: HubReference, exc: Exception, constants: Any) -> str:
-    errors = sys.modules["huggingface_hub.errors"]
+def _explain(ref: HubReference, exc: Exception, constants: Any, errors: Any) -> str:
     where = f"{ref.repo_id}" + (f" ({ref.file})" if ref.file else "")
     reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, errors.GatedRepoError):

@@ -59,6 +59,15 @@ def score_request(token_ids: Sequence[int], label_ids: Sequence[int], *, slot: i
     }
 
 
+def raw_request(token_ids: Sequence[int], *, slot: int, n_probs: int) -> dict[str, Any]:
+    """The `n_probs` most probable next tokens under the model's own full-vocabulary softmax.
+
+    With `post_sampling_probs` off, llama.cpp reports probabilities from the raw logits (no bias, no
+    sampler): what the label mass is measured against.
+    """
+    return {**_common(token_ids, slot), "samplers": ["top_k"], "top_k": 1, "n_probs": n_probs}
+
+
 def _common(token_ids: Sequence[int], slot: int) -> dict[str, Any]:
     return {
         "prompt": list(token_ids),
@@ -80,8 +89,14 @@ class TopProb(msgspec.Struct):
     prob: float
 
 
+class TopLogprob(msgspec.Struct):
+    id: int
+    logprob: float
+
+
 class TokenProbs(msgspec.Struct):
-    top_probs: list[TopProb] | None = None
+    top_probs: list[TopProb] | None = None  # post-sampling probabilities (`post_sampling_probs`)
+    top_logprobs: list[TopLogprob] | None = None  # raw full-vocabulary log-probabilities
 
 
 class ChoiceLogprobs(msgspec.Struct):
@@ -137,6 +152,7 @@ class ReplyCollector:
     def __init__(self, should_stop: Callable[[], bool] = lambda: False) -> None:
         self._should_stop = should_stop
         self.top_probs: list[TopProb] | None = None
+        self.top_logprobs: list[TopLogprob] | None = None
         self.usage: Usage | None = None
         self.timings: Timings | None = None
         self.error: str | None = None
@@ -160,6 +176,7 @@ class ReplyCollector:
             content = choice.logprobs.content if choice.logprobs is not None else None
             if content:
                 self.top_probs = list(content[0].top_probs or [])
+                self.top_logprobs = list(content[0].top_logprobs or [])
         if chunk.usage is not None:
             self.usage = chunk.usage
         if chunk.timings is not None:
@@ -197,3 +214,23 @@ def to_logprobs(probs: Mapping[int, float], label_ids: Sequence[int]) -> tuple[f
             raise BackendError(f"the llama.cpp engine reported probability {p} for token {label}")
         out.append(math.log(p) if p > 0.0 else LOG_PROB_FLOOR)
     return tuple(out)
+
+
+def label_mass(reply: ReplyCollector, label_ids: Sequence[int], logprobs: Sequence[float]) -> float:
+    """The labels' share of the full next-token distribution, from a `raw_request` reply.
+
+    `logprobs` are the labels' label-normalised log-probabilities (from `score_request`), so each
+    label's full probability is the mass times its normalised one: the labels the raw top list
+    holds give the mass exactly (their full probabilities over their normalised ones). When none of
+    them is in the list, every label is below its last entry, and that bound is returned: the mass
+    is at most it (and tiny: the model wanted other tokens).
+    """
+    if not reply.top_logprobs:
+        raise BackendError("the llama.cpp engine returned no raw token probabilities")
+    raw = {entry.id: math.exp(entry.logprob) for entry in reply.top_logprobs}
+    normalised = dict(zip(label_ids, (math.exp(x) for x in logprobs), strict=True))
+    present = [label for label in normalised if label in raw]
+    if present:
+        share = math.fsum(normalised[label] for label in present)
+        return min(1.0, math.fsum(raw[label] for label in present) / share) if share > 0 else 0.0
+    return min(1.0, min(raw.values()) / max(normalised.values()))

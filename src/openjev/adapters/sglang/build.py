@@ -6,6 +6,7 @@ from urllib.parse import urlsplit
 
 from openjev.adapters.sglang.backend import SGLangBackend
 from openjev.adapters.sglang.flags import SGLANG_HOST
+from openjev.adapters.sglang.wire import max_reply_bytes
 from openjev.domain.errors import SettingsError
 from openjev.domain.ports import PromptCodec
 from openjev.runtime import Runtime
@@ -36,6 +37,7 @@ def build_runtime(settings: Settings) -> Runtime:
         startup_timeout=settings.startup_timeout,
         context_length=settings.context_length,
         expected_model=model,
+        reply_cap=max_reply_bytes(settings.max_concurrent_branches, settings.max_options),
     )
     tokenizer = settings.tokenizer or model
     revision = settings.sglang_revision()

@@ -9,21 +9,27 @@
   logged. `auto` follows the checkpoint, which may declare an FP8 KV cache; an FP8 or FP4 KV cache
   changes label probabilities; either gets a warning.
 - **Label log-probabilities.** A `/generate` reply with no `output_token_ids_logprobs` at all means
-  the backend cannot serve openjev (SGLang's router over gRPC workers drops them).
+  the backend cannot serve openjev (SGLang's router over gRPC workers drops them). One such reply
+  proves little (a worker behind a router may be the odd one out, or a restart may be under way), so
+  it fails its own request only. The evidence that the backend is unfit is a start-up check that
+  asks one label's log-probability and gets none (start-up stops), or `INCOMPATIBLE_AFTER` such
+  replies in a row while serving (`LabelLogprobWatch`: /health then says so). Requests keep being
+  sent, and the first reply that carries label log-probabilities again ends it.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import aiohttp
 
+from openjev.adapters.sglang.control import read_capped
+from openjev.adapters.sglang.http1 import ReplyTooLarge
 from openjev.domain.errors import StartupError
 from openjev.logs import get_logger
 
 log = get_logger("openjev.sglang")
 
 KEY_CHECK_TIMEOUT = 10.0
+INCOMPATIBLE_AFTER = 3  # replies in a row without label log-probabilities before /health says so
 _KEYLESS_BODY = b'{"input_ids": []}'  # refused before generation whatever the server
 
 NO_LABEL_LOGPROBS = (
@@ -43,9 +49,9 @@ async def verify_key_enforced(session: aiohttp.ClientSession, url: str) -> None:
             headers={"Content-Type": "application/json"},
             timeout=aiohttp.ClientTimeout(total=KEY_CHECK_TIMEOUT),
         ) as response:
-            await response.read()
+            await read_capped(response)
             status = response.status
-    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+    except (aiohttp.ClientError, TimeoutError, OSError, ReplyTooLarge) as exc:
         log.warning("sglang_key_unverified", url=url, detail=f"the keyless check got no answer: {exc!r}")
         return
     if status in (401, 403):
@@ -60,15 +66,6 @@ async def verify_key_enforced(session: aiohttp.ClientSession, url: str) -> None:
         "run SGLang with SGLANG_RUST_SERVER=0 and --api-key, or unset OPENJEV_BACKEND_API_KEY if the port "
         "is private by other means."
     )
-
-
-def kv_cache_dtype(server_info: Any) -> str | None:
-    """`kv_cache_dtype` from /server_info (SGLang's resolved arguments), or None when it is not there."""
-    if isinstance(server_info, dict):
-        value = server_info.get("kv_cache_dtype")
-        if isinstance(value, str) and value:
-            return value
-    return None
 
 
 def report_kv_cache(url: str, dtype: str | None) -> None:
@@ -88,3 +85,33 @@ def report_kv_cache(url: str, dtype: str | None) -> None:
             kv_cache_dtype=dtype,
             detail="a quantized KV cache changes label probabilities: measure before relying on it",
         )
+
+
+class LabelLogprobWatch:
+    """Counts replies without label log-probabilities in a row; `problem` once there is evidence enough."""
+
+    def __init__(self, url: str, threshold: int = INCOMPATIBLE_AFTER) -> None:
+        self._url = url
+        self._threshold = threshold
+        self._in_a_row = 0
+
+    @property
+    def problem(self) -> str | None:
+        """Why the backend cannot serve openjev, for /health; None while there is no such evidence."""
+        if self._in_a_row >= self._threshold:
+            return f"{NO_LABEL_LOGPROBS} ({self._in_a_row} replies in a row had none)"
+        return None
+
+    def answered(self, with_label_logprobs: bool) -> None:
+        if with_label_logprobs:
+            if self._in_a_row >= self._threshold:
+                log.info("sglang_label_logprobs_back", url=self._url)
+            self._in_a_row = 0
+            return
+        self._in_a_row += 1
+        if self._in_a_row == self._threshold:
+            log.error(
+                "sglang_no_label_logprobs", url=self._url, replies_in_a_row=self._in_a_row, detail=NO_LABEL_LOGPROBS
+            )
+        else:
+            log.warning("sglang_reply_without_label_logprobs", url=self._url, replies_in_a_row=self._in_a_row)

@@ -12,45 +12,49 @@ which is closed instead (the server may be closing it: SGLang's uvicorn drops id
 5 s). A connection whose exchange did not end cleanly (cancelled, failed, `Connection: close`,
 framed by the close, unexpected bytes) is closed, never reused. No redirects, cookies, proxies or
 compression (`Accept-Encoding: identity`), as the aiohttp session had none.
+
+Memory and time are bounded whatever the server sends: a body over `max_reply_bytes` fails the
+call with `ReplyTooLarge` and closes the connection (the parser, `http1_parser.py`, never holds
+more than the cap plus one read), and once a response has begun, a silence of `read_timeout`
+seconds fails it with `ReplyStalled`. Before the first byte there is no read timeout: a call may
+wait in SGLang's queue, and the caller's deadline (which cancels the call) bounds that wait.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import re
 import ssl
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import NamedTuple, cast
+from typing import cast
 from urllib.parse import unquote, urlsplit
 
-MAX_HEAD_BYTES = 64 * 1024  # status line and headers of a response
-MAX_CHUNK_LINE_BYTES = 1024  # a chunk's size line, extensions included
-_NO_BODY = frozenset({204, 304})
-_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+from openjev.adapters.sglang.http1_parser import (
+    ConnectFailed,
+    ConnectionDropped,
+    HTTPFailure,
+    MalformedResponse,
+    Reply,
+    ReplyStalled,
+    ReplyTooLarge,
+    ResponseParser,
+)
 
+__all__ = [
+    "ConnectFailed",
+    "ConnectionDropped",
+    "HTTPFailure",
+    "Http1Pool",
+    "MalformedResponse",
+    "Reply",
+    "ReplyStalled",
+    "ReplyTooLarge",
+]
 
-class HTTPFailure(Exception):
-    """A call that got no complete response."""
-
-
-class ConnectFailed(HTTPFailure):
-    """No connection could be opened (refused, unreachable, timed out)."""
-
-
-class ConnectionDropped(HTTPFailure):
-    """The connection closed before the whole response arrived."""
-
-
-class MalformedResponse(HTTPFailure):
-    """The bytes that came back are not an HTTP/1.x response this client can read."""
-
-
-class Reply(NamedTuple):
-    status: int
-    body: bytes
+DEFAULT_MAX_REPLY_BYTES = 8 * 1024 * 1024
+DEFAULT_READ_TIMEOUT = 10.0
 
 
 class Http1Pool:
@@ -63,6 +67,8 @@ class Http1Pool:
         limit: int,
         keepalive: float,
         connect_timeout: float,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
         headers: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -83,6 +89,8 @@ class Http1Pool:
         self._limit = limit
         self._keepalive = keepalive
         self._connect_timeout = connect_timeout
+        self._max_reply_bytes = max_reply_bytes
+        self._read_timeout = read_timeout
         self._clock = clock
         self._open = 0  # connections open or being opened, idle ones included
         self._idle: list[_Connection] = []
@@ -91,7 +99,26 @@ class Http1Pool:
 
     @property
     def open_connections(self) -> int:
+        """Connections open or being opened, idle ones included: never more than the limit."""
         return self._open
+
+    @property
+    def limit(self) -> int:
+        return self._limit
+
+    @property
+    def idle_connections(self) -> int:
+        return len(self._idle)
+
+    @property
+    def idle_usable(self) -> bool:
+        """Whether every idle connection is still open (a closed one is dropped when next taken)."""
+        return all(connection.usable or connection.closed_by_peer for connection in self._idle)
+
+    @property
+    def waiting(self) -> int:
+        """Callers waiting for a place (a cancelled one may linger until the next hand-over)."""
+        return sum(1 for waiter in self._waiters if not waiter.done())
 
     async def post(self, path: str, body: bytes, content_type: str = "application/json") -> Reply:
         """One exchange on a pooled connection; raises an `HTTPFailure` when no whole response came back."""
@@ -101,7 +128,8 @@ class Http1Pool:
         connection = await self._acquire()
         reusable = False
         try:
-            reply, reusable = await connection.exchange(b"".join((head, self._fixed, b"\r\n", body)))
+            request = b"".join((head, self._fixed, b"\r\n", body))
+            reply, reusable = await connection.exchange(request, self._max_reply_bytes, self._read_timeout)
             return reply
         finally:
             self._release(connection, reusable)
@@ -198,10 +226,14 @@ class _Connection(asyncio.Protocol):
 
     def __init__(self) -> None:
         self.idle_since = 0.0
+        self.closed_by_peer = False  # the server closed it (idle): the pool drops it when it next looks
         self._transport: asyncio.Transport | None = None
         self._lost = False
         self._reply: asyncio.Future[tuple[Reply, bool]] | None = None
-        self._parser: _ResponseParser | None = None
+        self._parser: ResponseParser | None = None
+        self._read_timeout = 0.0
+        self._last_read = 0.0
+        self._stall_timer: asyncio.TimerHandle | None = None
 
     @property
     def usable(self) -> bool:
@@ -215,14 +247,37 @@ class _Connection(asyncio.Protocol):
         if reply is None or parser is None or reply.done():
             self.close()  # bytes nobody asked for: this connection cannot be trusted any more
             return
+        loop = asyncio.get_running_loop()
+        self._last_read = loop.time()
+        if self._stall_timer is None:
+            self._stall_timer = loop.call_later(self._read_timeout, self._check_stall)
         try:
             done = parser.feed(data)
-        except MalformedResponse as exc:
-            reply.set_exception(exc)
-            self.close()
+        except HTTPFailure as exc:
+            self._fail(exc)
+            return
+        except Exception as exc:  # noqa: BLE001 - nothing may escape a protocol callback: the call fails instead
+            self._fail(MalformedResponse(f"unreadable response ({type(exc).__name__}: {exc})"))
             return
         if done is not None:
             reply.set_result(done)
+
+    def _fail(self, exc: HTTPFailure) -> None:
+        if self._reply is not None and not self._reply.done():
+            self._reply.set_exception(exc)
+        self.close()
+
+    def _check_stall(self) -> None:
+        """Fail the exchange when no byte came for `read_timeout` seconds since its response began."""
+        self._stall_timer = None
+        if self._reply is None or self._reply.done():
+            return
+        loop = asyncio.get_running_loop()
+        silent = loop.time() - self._last_read
+        if silent >= self._read_timeout:
+            self._fail(ReplyStalled(f"the response stopped: no byte for {self._read_timeout:g} s"))
+        else:
+            self._stall_timer = loop.call_later(self._read_timeout - silent, self._check_stall)
 
     def eof_received(self) -> bool:
         return False  # close the transport; connection_lost ends the exchange
@@ -231,6 +286,7 @@ class _Connection(asyncio.Protocol):
         self._lost = True
         reply, parser = self._reply, self._parser
         if reply is None or parser is None or reply.done():
+            self.closed_by_peer = reply is None
             return
         done = parser.end_of_stream()
         if done is not None:
@@ -239,150 +295,25 @@ class _Connection(asyncio.Protocol):
             reason = f": {exc}" if exc else ""
             reply.set_exception(ConnectionDropped(f"the server closed the connection before answering in full{reason}"))
 
-    async def exchange(self, request: bytes) -> tuple[Reply, bool]:
+    async def exchange(self, request: bytes, max_body: int, read_timeout: float) -> tuple[Reply, bool]:
         """Send `request`, await the whole response: (the reply, whether the connection can be reused)."""
         if not self.usable:
             raise ConnectionDropped("the connection was closed")
         assert self._transport is not None
         self._reply = asyncio.get_running_loop().create_future()
-        self._parser = _ResponseParser()
+        self._parser = ResponseParser(max_body)
+        self._read_timeout = read_timeout
         try:
             self._transport.write(request)
             return await self._reply
         finally:
             self._reply = None
             self._parser = None
+            if self._stall_timer is not None:
+                self._stall_timer.cancel()
+                self._stall_timer = None
 
     def close(self) -> None:
         self._lost = True
         if self._transport is not None:
             self._transport.close()
-
-
-class _ResponseParser:
-    """An HTTP/1.x response, fed as it arrives: `feed` returns (reply, reusable) once it is complete."""
-
-    def __init__(self) -> None:
-        self._buffer = bytearray()
-        self._status = 0
-        self._head_read = False  # the head is then gone from the buffer: the body (or its chunks) begins it
-        self._length: int | None = None  # Content-Length framing
-        self._chunked = False
-        self._until_close = False
-        self._keep_alive = False
-        self._chunks = bytearray()  # chunked framing: the body decoded so far
-
-    def feed(self, data: bytes) -> tuple[Reply, bool] | None:
-        self._buffer += data
-        while not self._head_read:
-            if not self._read_head():
-                return None
-        if self._chunked:
-            return self._read_chunks()
-        if self._length is not None:
-            end = self._length
-            if len(self._buffer) < end:
-                return None
-            reusable = self._keep_alive and len(self._buffer) == end
-            return Reply(self._status, bytes(self._buffer[:end])), reusable
-        return None  # framed by the close: `end_of_stream` completes it
-
-    def end_of_stream(self) -> tuple[Reply, bool] | None:
-        """The reply when the server's close ends it (no length, no chunks), else None (cut short)."""
-        if self._head_read and self._until_close:
-            return Reply(self._status, bytes(self._buffer)), False
-        return None
-
-    def _read_head(self) -> bool:
-        """Parse a status line and headers once they are all in (False until then); 1xx heads are dropped."""
-        end = self._buffer.find(b"\r\n\r\n")
-        if end < 0:
-            if len(self._buffer) > MAX_HEAD_BYTES:
-                raise MalformedResponse(f"the response head is larger than {MAX_HEAD_BYTES} bytes")
-            return False
-        lines = bytes(self._buffer[:end]).decode("latin-1").split("\r\n")
-        version, _, rest = lines[0].partition(" ")
-        code = rest[:3]
-        if (
-            version not in ("HTTP/1.1", "HTTP/1.0")
-            or len(code) != 3
-            or not code.isdigit()
-            or rest[3:4] not in ("", " ")
-        ):
-            raise MalformedResponse(f"not an HTTP/1.x status line: {lines[0][:100]!r}")
-        status = int(code)
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, colon, value = line.partition(":")
-            if not colon or not name or name != name.strip():
-                raise MalformedResponse(f"malformed header line: {line[:100]!r}")
-            key, value = name.lower(), value.strip()
-            if key in headers and key == "content-length" and headers[key] != value:
-                raise MalformedResponse("conflicting Content-Length headers")
-            headers[key] = f"{headers[key]}, {value}" if key in headers and key != "content-length" else value
-        del self._buffer[: end + 4]
-        if 100 <= status < 200:
-            return True  # an interim response (100 Continue, 103 Early Hints): the real one follows
-        self._status = status
-        self._head_read = True
-        self._frame(version, headers)
-        return True
-
-    def _frame(self, version: str, headers: dict[str, str]) -> None:
-        connection = {token.strip().lower() for token in headers.get("connection", "").split(",")}
-        self._keep_alive = version == "HTTP/1.1" and "close" not in connection
-        encoding = headers.get("content-encoding", "identity").strip().lower()
-        if encoding not in ("", "identity"):
-            raise MalformedResponse(f"the response is {encoding}-encoded although identity was asked for")
-        transfer = [token.strip().lower() for token in headers.get("transfer-encoding", "").split(",") if token.strip()]
-        if transfer:
-            if transfer != ["chunked"]:
-                raise MalformedResponse(f"unsupported Transfer-Encoding {headers['transfer-encoding']!r}")
-            self._chunked = True
-        elif self._status in _NO_BODY:
-            self._length = 0
-        elif "content-length" in headers:
-            value = headers["content-length"]
-            if not value.isdigit():
-                raise MalformedResponse(f"invalid Content-Length {value[:40]!r}")
-            self._length = int(value)
-        else:
-            self._until_close = True
-            self._keep_alive = False
-
-    def _read_chunks(self) -> tuple[Reply, bool] | None:
-        """Decode every whole chunk in the buffer; the reply once the last chunk and the trailer are in."""
-        buffer = self._buffer
-        while True:
-            line_end = buffer.find(b"\r\n")
-            if line_end < 0:
-                if len(buffer) > MAX_CHUNK_LINE_BYTES:
-                    raise MalformedResponse("a chunk size line is too long")
-                return None
-            field = bytes(buffer[:line_end]).split(b";", 1)[0].strip()
-            if not _CHUNK_SIZE.fullmatch(field):
-                raise MalformedResponse(f"invalid chunk size {field[:40]!r}")
-            size = int(field, 16)
-            if size == 0:
-                end = self._trailer_end(line_end + 2)
-                if end is None:
-                    return None
-                return Reply(self._status, bytes(self._chunks)), self._keep_alive and len(buffer) == end
-            data_end = line_end + 2 + size
-            if len(buffer) < data_end + 2:
-                return None
-            if buffer[data_end : data_end + 2] != b"\r\n":
-                raise MalformedResponse("a chunk does not end where its size says")
-            self._chunks += buffer[line_end + 2 : data_end]
-            del buffer[: data_end + 2]
-
-    def _trailer_end(self, start: int) -> int | None:
-        """Where the response ends: after the trailer lines (ignored) from `start` and an empty line."""
-        if self._buffer[start : start + 2] == b"\r\n":
-            return start + 2
-        found = self._buffer.find(b"\r\n\r\n", start)
-        if found < 0:
-            if len(self._buffer) - start > MAX_HEAD_BYTES:
-                raise MalformedResponse("the chunked trailer is too large")
-            return None
-        return found + 4
