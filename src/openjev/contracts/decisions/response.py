@@ -1,6 +1,6 @@
 """The Decisions response for an outcome: answers in question order, each echoing its question's name.
 
-DecisionUsage (docs/api.md): `input_tokens` are the prompt tokens of every backend call (the warm-up and
+Usage (docs/api.md): `input_tokens` are the prompt tokens of every backend call (the warm-up and
 every branch, cached ones included, as System One counts them); `cached_tokens` those the backend
 served from its prefix cache; `cache_write_tokens` the shared prefix's tokens the warm-up computed
 and left in that cache for the questions; `output_tokens` the single-token calls (one token
@@ -9,8 +9,6 @@ not report cache hits (the `x-openjev-cached-tokens` header is then absent).
 """
 
 from __future__ import annotations
-
-import msgspec
 
 from openjev.contracts.decisions.parsing import Parsed
 from openjev.contracts.decisions.wire import (
@@ -21,6 +19,7 @@ from openjev.contracts.decisions.wire import (
     InputTokensDetails,
     OutputTokensDetails,
 )
+from openjev.contracts.extensions import optional
 from openjev.domain.outcome import Distribution, Outcome, Work
 
 
@@ -28,14 +27,10 @@ def respond(parsed: Parsed, outcome: Outcome, model: str) -> Decision:
     answers: list[Answer] = [
         question.answer(result)
         if isinstance(result, Distribution)
-        else AnswerRefusal(name=question.name, x_reason=result.reason, x_label_mass=_mass(result.label_mass))
+        else AnswerRefusal(name=question.name, x_reason=result.reason, x_label_mass=optional(result.label_mass))
         for question, result in zip(parsed.request.questions, outcome.results, strict=True)
     ]
     return Decision(answers=answers, model=model, usage=usage(outcome.work))
-
-
-def _mass(mass: float | None) -> float | msgspec.UnsetType:
-    return msgspec.UNSET if mass is None else mass
 
 
 def usage(work: Work) -> DecisionUsage:

@@ -13,6 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
+from openjev.contracts.extensions import optional
 from openjev.domain.debiasing import DebiasMode
 from openjev.domain.decision import Ask, AskKind, Loc, Option
 from openjev.domain.errors import Issue
@@ -179,7 +180,8 @@ class Predicate(msgspec.Struct, tag_field="type", tag="predicate", forbid_unknow
         return Ask(kind=self.kind, instructions=instructions, options=options, where=where)
 
     def answer(self, result: Distribution) -> AnswerPredicate:
-        return AnswerPredicate(name=self.name, probability=result.probabilities[0], x_label_mass=_mass(result))
+        mass = optional(result.label_mass)
+        return AnswerPredicate(name=self.name, probability=result.probabilities[0], x_label_mass=mass)
 
 
 class ChoiceOption(msgspec.Struct, forbid_unknown_fields=True):
@@ -228,7 +230,7 @@ class Choice(msgspec.Struct, tag_field="type", tag="choice", forbid_unknown_fiel
                 ChoiceProbability(value=c.value, probability=p)
                 for c, p in zip(self.choices, result.probabilities, strict=True)
             ],
-            x_label_mass=_mass(result),
+            x_label_mass=optional(result.label_mass),
         )
 
 
@@ -271,7 +273,7 @@ class Score(msgspec.Struct, tag_field="type", tag="score", forbid_unknown_fields
                 ScoreProbability(value=i, label=level.label, probability=p)
                 for i, (level, p) in enumerate(zip(self.levels, result.probabilities, strict=True))
             ],
-            x_label_mass=_mass(result),
+            x_label_mass=optional(result.label_mass),
         )
 
 
@@ -313,10 +315,6 @@ class DecisionRequest(msgspec.Struct):
 def value_text(value: ChoiceValue) -> str:
     """A choice's value as the model reads it: a string as it is, a boolean as JSON (`true`)."""
     return ("true" if value else "false") if isinstance(value, bool) else value
-
-
-def _mass(result: Distribution) -> float | msgspec.UnsetType:
-    return msgspec.UNSET if result.label_mass is None else result.label_mass
 
 
 # --- The response -------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Annotated, Any, ClassVar
 
 import msgspec
 
+from openjev.contracts.extensions import optional
 from openjev.domain.debiasing import DebiasMode
 from openjev.domain.decision import Ask, AskKind, Loc, Option
 from openjev.domain.outcome import Distribution
@@ -58,7 +59,7 @@ class NoulQuestion(msgspec.Struct, tag_field="type", tag="noul", forbid_unknown_
             yield (*where, "criteria", "false"), self.criteria.false
 
     def answer(self, result: Distribution) -> NoulAnswer:
-        return NoulAnswer(noul=result.probabilities[0], x_label_mass=_mass(result))
+        return NoulAnswer(noul=result.probabilities[0], x_label_mass=optional(result.label_mass))
 
 
 class ChoiceQuestion(msgspec.Struct, tag_field="type", tag="choice", forbid_unknown_fields=True, omit_defaults=True):
@@ -93,7 +94,7 @@ class ChoiceQuestion(msgspec.Struct, tag_field="type", tag="choice", forbid_unkn
             choice=names[result.chosen],
             confidence=result.confidence or 0.0,
             probabilities=dict(zip(names, result.probabilities, strict=True)),
-            x_label_mass=_mass(result),
+            x_label_mass=optional(result.label_mass),
         )
 
 
@@ -124,7 +125,7 @@ class ScoreQuestion(msgspec.Struct, tag_field="type", tag="score", forbid_unknow
             confidence=result.confidence or 0.0,
             legend=dict(zip(keys, self.criteria, strict=True)),
             probabilities=dict(zip(keys, result.probabilities, strict=True)),
-            x_label_mass=_mass(result),
+            x_label_mass=optional(result.label_mass),
         )
 
 
@@ -156,10 +157,6 @@ class SystemOneRequest(msgspec.Struct):
             )
         ),
     ] = False
-
-
-def _mass(result: Distribution) -> float | msgspec.UnsetType:
-    return msgspec.UNSET if result.label_mass is None else result.label_mass
 
 
 class NoulAnswer(msgspec.Struct, tag_field="type", tag="noul"):
