@@ -110,11 +110,11 @@ def free_port() -> int:
         return port
 
 
-def start_server(port: int, log: Path) -> subprocess.Popen[bytes]:
+def start_server(port: int, log: Path, extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     executable = shutil.which("openjev", path=str(Path(sys.executable).parent)) or shutil.which("openjev")
     if executable is None:
         sys.exit("the `openjev` entry point is not installed in this environment: run `uv sync`")
-    env = {**os.environ, "OPENJEV_LOG_LEVEL": "warning", "OPENJEV_BACKEND": "embedded"}
+    env = {**os.environ, "OPENJEV_LOG_LEVEL": "warning", "OPENJEV_BACKEND": "embedded", **(extra_env or {})}
     with log.open("wb") as out:
         return subprocess.Popen(
             [executable, "serve", "--port", str(port)], stdout=out, stderr=subprocess.STDOUT, env=env

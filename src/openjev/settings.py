@@ -88,6 +88,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # Refuse (Decisions only: System One has no refusal) a question whose answer labels got less than
     # this share of the model's next-token probability. Off by default: every question is answered.
     refuse_below_label_mass: Annotated[float, msgspec.Meta(gt=0, le=1)] | None = None
+    # Bit-identical answers whatever else runs beside a question (docs/quality.md#reproducible-answers).
+    # Default: on for the embedded backend, off for SGLang (whose cost must be measured on a GPU).
+    deterministic: bool | None = None
     # More names a request's `model` may use, comma-separated (e.g. `gpt-6-luna` for code written
     # against OpenAI); listed in GET /v1/models beside the served model and `jev-latest`.
     model_aliases: str | None = None

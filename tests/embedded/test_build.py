@@ -43,6 +43,9 @@ def test_settings_reach_the_engine_config() -> None:
     config = runtime.backend.config
     assert (config.threads, config.parallel_slots, config.slot_context) == (3, 2, 1024)
     assert config.model_path == smollm2_path() and not config.verbose
+    assert config.deterministic  # the default
+    off = build_runtime(load_settings({"OPENJEV_MODEL": "smollm2-135m", "OPENJEV_DETERMINISTIC": "false"}))
+    assert isinstance(off.backend, EmbeddedBackend) and not off.backend.config.deterministic
     assert EngineConfig.create(smollm2_path(), threads=None, parallel_slots=1, slot_context=8).threads == (
         available_cpus()
     )
@@ -70,6 +73,9 @@ def test_engine_params_give_each_slot_its_context_privately_and_exactly() -> Non
     assert params.flash_attn_type == xllamacpp.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_DISABLED
     assert params.cache_type_k == params.cache_type_v == xllamacpp.ggml_type.GGML_TYPE_F32
     assert params.cache_prompt and not params.ctx_shift and not params.ui
+    assert params.cache_ram_mib == 0  # deterministic: no host-memory prompt cache restoring states
+    parallel = EngineConfig(model_path=Path("m.gguf"), threads=1, deterministic=False)
+    assert engine_params(parallel, "k").cache_ram_mib == parallel.prompt_cache_mib
     assert params.verbosity == 1  # errors only, unless OPENJEV_LOG_LEVEL=debug
     assert engine_params(EngineConfig(model_path=Path("m.gguf"), threads=1, verbose=True), "k").verbosity == 3
     fast = engine_params(EngineConfig(model_path=Path("m.gguf"), threads=1, exact=False), "k")

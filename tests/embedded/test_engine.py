@@ -1,8 +1,7 @@
 """The embedded backend's own logic, against a simulated llama.cpp engine (no model).
 
-`SimulatedEngine` answers the same streamed JSON llama.cpp does and applies llama.cpp's sampling
-semantics (logit bias, top-k, softmax over the survivors, per-slot prefix cache), so these tests
-check the request the adapter builds, how it reads replies, slot routing, abort and shutdown.
+Against `SimulatedEngine` (simulated_engine.py), these tests check the request the adapter builds,
+how it reads replies, slot routing, abort and shutdown.
 The real engine is exercised in tests/integration/test_embedded_*.py.
 """
 
@@ -10,13 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import math
-import threading
 import time
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
-import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -37,94 +33,7 @@ from openjev.adapters.embedded.llama_protocol import (
 from openjev.adapters.embedded.slot_router import SlotRouter
 from openjev.domain.errors import BackendError, BackendUnavailable, StartupError
 from openjev.domain.ports import CallUsage, ScoringBackend
-
-VOCAB = 64
-
-
-def base_logits(prompt: list[int]) -> list[float]:
-    shift = sum(prompt) % 5
-    return [math.sin(t * 1.7 + shift) * 4.0 for t in range(VOCAB)]
-
-
-class SimulatedEngine:
-    """llama.cpp's completion stream, simulated with its sampling and prompt-cache semantics."""
-
-    def __init__(self, slots: int = 2, slot_context: int = 256) -> None:
-        self.slots = slots
-        self.slot_context = slot_context
-        self.vocab_size = VOCAB
-        self.logits: Callable[[list[int]], list[float]] = base_logits
-        self.never_returned: set[int] = set()
-        self.requests: list[dict[str, Any]] = []
-        self.release = threading.Event()
-        self.release.set()
-        self.started_calls = 0
-        self.stopped_calls = 0
-        self.busy_slots: list[int] = []
-        self.overlap = False
-        self.shut_down = False
-        self._cache: dict[int, list[int]] = {}
-        self._lock = threading.Lock()
-
-    def complete(self, body: bytes, on_chunk: Callable[[bytes], bool]) -> None:
-        request = msgspec.json.decode(body)
-        slot, prompt = request["id_slot"], request["prompt"]
-        with self._lock:
-            self.requests.append(request)
-            self.started_calls += 1
-            self.overlap = self.overlap or slot in self.busy_slots
-            self.busy_slots.append(slot)
-        try:
-            self._run(request, slot, prompt, on_chunk)
-        finally:
-            with self._lock:
-                self.busy_slots.remove(slot)
-
-    def _run(self, request: dict[str, Any], slot: int, prompt: list[int], on_chunk: Callable[[bytes], bool]) -> None:
-        if len(prompt) > self.slot_context:
-            on_chunk(msgspec.json.encode({"error": {"code": 400, "message": "exceeds the available context size"}}))
-            return
-        cached = min(common_prefix_length(self._cache.get(slot, []), prompt), len(prompt) - 1)
-        self._cache[slot] = list(prompt)
-        progress = {"choices": [{"text": "", "index": 0, "logprobs": None}], "prompt_progress": {"cache": cached}}
-        if on_chunk(msgspec.json.encode(progress)):
-            self.stopped_calls += 1
-            return
-        while not self.release.wait(0.005):
-            if on_chunk(msgspec.json.encode(progress)):
-                self.stopped_calls += 1
-                return
-        values = self.logits(prompt)
-        for token, bias in request.get("logit_bias", []):
-            values[token] += bias
-        survivors = sorted(range(VOCAB), key=lambda t: -values[t])[: request.get("top_k", 40)]
-        top = max(values[t] for t in survivors)
-        weights = {t: math.exp(values[t] - top) for t in survivors}
-        total = sum(weights.values())
-        n_probs = request.get("n_probs", 0)
-        entries = [{"id": t, "token": f"<{t}>", "prob": weights[t] / total} for t in survivors[:n_probs]]
-        entries = [e for e in entries if e["id"] not in self.never_returned]
-        logprobs = {"content": [{"id": survivors[0], "prob": 1.0, "top_probs": entries}]} if n_probs else None
-        if on_chunk(msgspec.json.encode({"choices": [{"text": "x", "index": 0, "logprobs": logprobs}]})):
-            self.stopped_calls += 1
-            return
-        usage = {"prompt_tokens": len(prompt), "prompt_tokens_details": {"cached_tokens": cached}}
-        final = {"choices": [{"finish_reason": "length"}], "usage": usage, "timings": {"cache_n": cached}}
-        on_chunk(msgspec.json.encode(final))
-
-    def tokenize(self, text: str, *, parse_special: bool = True) -> list[int]:
-        return [ord(c) % VOCAB for c in text]
-
-    def check_health(self) -> None:
-        if self.shut_down:
-            raise RuntimeError("gone")
-
-    def shutdown(self) -> None:
-        self.shut_down = True
-
-
-def config(slots: int = 2) -> EngineConfig:
-    return EngineConfig(model_path=Path("simulated.gguf"), threads=1, parallel_slots=slots, slot_context=256)
+from tests.embedded.simulated_engine import VOCAB, SimulatedEngine, base_logits, config
 
 
 @pytest.fixture
@@ -135,6 +44,15 @@ def engine() -> SimulatedEngine:
 @pytest.fixture
 async def backend(engine: SimulatedEngine) -> AsyncIterator[EmbeddedBackend]:
     backend = EmbeddedBackend(config(engine.slots), load_engine=lambda _: engine)
+    await backend.start()
+    yield backend
+    await backend.close()
+
+
+@pytest.fixture
+async def parallel_backend(engine: SimulatedEngine) -> AsyncIterator[EmbeddedBackend]:
+    """OPENJEV_DETERMINISTIC=false: calls in different slots run side by side, reusing whole prefixes."""
+    backend = EmbeddedBackend(config(engine.slots, deterministic=False), load_engine=lambda _: engine)
     await backend.start()
     yield backend
     await backend.close()
@@ -273,7 +191,8 @@ async def test_an_evicted_label_is_retried_with_a_large_bias(backend: EmbeddedBa
 
     engine.logits = logits
     scores = await backend.score("c1", [1, 2, 3], [2, 3])
-    assert [r["logit_bias"][0][1] for r in engine.requests] == [LABEL_BIAS, FALLBACK_LABEL_BIAS]
+    scored = [r for r in engine.requests if "logit_bias" in r]  # (deterministic: a cut before the retry)
+    assert [r["logit_bias"][0][1] for r in scored] == [LABEL_BIAS, FALLBACK_LABEL_BIAS]
     assert scores.logprobs == pytest.approx(log_softmax([-1.0, -45.0]), abs=1e-9)
 
 
@@ -298,18 +217,22 @@ async def test_an_engine_error_is_a_backend_error_with_its_message(backend: Embe
         await backend.warm("c1", list(range(300)))
 
 
-async def test_branches_after_the_warm_up_reuse_the_prefix(backend: EmbeddedBackend, engine: SimulatedEngine) -> None:
+async def test_branches_after_the_warm_up_reuse_the_prefix(
+    parallel_backend: EmbeddedBackend, engine: SimulatedEngine
+) -> None:
     prefix = [7] * 50
-    assert (await backend.warm("w", prefix)).cached_tokens == 0
-    results = await asyncio.gather(*(backend.score(f"b{i}", [*prefix, i, i], [1, 2]) for i in range(5)))
+    assert (await parallel_backend.warm("w", prefix)).cached_tokens == 0
+    results = await asyncio.gather(*(parallel_backend.score(f"b{i}", [*prefix, i, i], [1, 2]) for i in range(5)))
     assert [r.usage.cached_tokens for r in results] == [50] * 5
     assert {r["id_slot"] for r in engine.requests} == {engine.requests[0]["id_slot"]}
     assert not engine.overlap
 
 
-async def test_concurrent_requests_use_several_slots(backend: EmbeddedBackend, engine: SimulatedEngine) -> None:
+async def test_concurrent_requests_use_several_slots(
+    parallel_backend: EmbeddedBackend, engine: SimulatedEngine
+) -> None:
     engine.release.clear()
-    calls = [asyncio.ensure_future(backend.warm(f"w{i}", [i + 1] * 40)) for i in range(2)]
+    calls = [asyncio.ensure_future(parallel_backend.warm(f"w{i}", [i + 1] * 40)) for i in range(2)]
     await asyncio.sleep(0.05)
     assert sorted(engine.busy_slots) == [0, 1]
     engine.release.set()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from pathlib import Path
@@ -22,6 +23,19 @@ from openjev.domain.errors import SettingsError
 from openjev.settings import SGLANG_DEFAULT_REVISION, load_settings
 
 PY = "/opt/sglang/bin/python"
+# 0.5.23's own flags and choices, extracted from the release by scripts/sglang-cli-fixture.py.
+PINNED_CLI: dict[str, dict[str, object]] = json.loads(
+    (Path(__file__).parents[1] / "data" / "sglang-0.5.23-cli.json").read_text(encoding="utf-8")
+)
+EVERY_SETTING = {
+    "OPENJEV_PROFILE": "b200-nvfp4",
+    "OPENJEV_REVISION": "abc123",
+    "OPENJEV_SERVED_MODEL_NAME": "jev-qwen",
+    "OPENJEV_BACKEND_API_KEY": "s3cret",
+    "OPENJEV_CONTEXT_LENGTH": "65536",
+    "OPENJEV_KV_CACHE_DTYPE": "fp8_e4m3",
+    "OPENJEV_DETERMINISTIC": "true",
+}
 
 
 def test_default_command_for_the_production_model_on_the_python_frontend() -> None:
@@ -180,3 +194,32 @@ def test_runtime_names_and_urls() -> None:
     assert sglang_url(load_settings({"OPENJEV_SGLANG_PORT": "31234"})) == "http://127.0.0.1:31234"
     with pytest.raises(SettingsError, match="OPENJEV_SGLANG_URL"):
         sglang_url(load_settings({"OPENJEV_SGLANG_URL": "127.0.0.1:30000"}))
+
+
+def _pinned_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sglang.launch_server", exit_on_error=False, add_help=False)
+    for flag, spec in PINNED_CLI.items():
+        choices = spec["choices"]
+        if spec["takes_value"]:
+            parser.add_argument(flag, choices=choices if isinstance(choices, list) else None)
+        else:
+            parser.add_argument(flag, action="store_true")
+    return parser
+
+
+@pytest.mark.parametrize("env", [{}, EVERY_SETTING], ids=["defaults", "every-setting"])
+def test_every_flag_and_value_is_one_the_pinned_release_parses(env: dict[str, str]) -> None:
+    argv = sglang_command(load_settings(env), python=PY).argv
+    assert argv[1:3] == ("-m", "sglang.launch_server")
+    parsed, unknown = _pinned_parser().parse_known_args(list(argv[3:]))
+    assert unknown == []
+    assert parsed.enable_deterministic_inference is ("OPENJEV_DETERMINISTIC" in env)
+
+
+def test_deterministic_inference_keeps_the_radix_cache_on_a_b200() -> None:
+    """0.5.23 falls back to flashinfer on Blackwell, which turns the radix cache off in this mode."""
+    off = sglang_command(load_settings({}), python=PY).argv
+    assert "--enable-deterministic-inference" not in off and "--attention-backend" not in off
+    argv = sglang_command(load_settings({"OPENJEV_DETERMINISTIC": "true"}), python=PY).argv
+    tail = argv[argv.index("--enable-deterministic-inference") :]
+    assert tail[1:5] == ("--attention-backend", "triton", "--linear-attn-prefill-backend", "triton")

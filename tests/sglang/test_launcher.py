@@ -28,7 +28,7 @@ from tests.sglang.launching import (
 LOADING = {"STANDIN_LOAD_SECONDS": "600"}  # SGLang "loading" for the whole test: the API stays at 503
 
 
-def expected_argv(port: int, *extra: str) -> list[str]:
+def expected_argv(port: int, *extra: str, deterministic: tuple[str, ...] = ()) -> list[str]:
     return [
         "-m", "sglang.launch_server",
         "--model-path", "nvidia/Qwen3.6-35B-A3B-NVFP4",
@@ -38,6 +38,7 @@ def expected_argv(port: int, *extra: str) -> list[str]:
         *extra,
         "--kv-cache-dtype", "bf16",
         "--mamba-radix-cache-strategy", "extra_buffer",
+        *deterministic,
         "--log-level", "info",
     ]  # fmt: skip
 
@@ -64,18 +65,21 @@ def test_default_launch_command_gates_readiness_and_sigterm_stops_both(tmp_path:
         assert "standin: loading weights" in served.output()  # SGLang's output is relayed
 
 
-def test_python_frontend_profile_and_backend_key(tmp_path: Path) -> None:
+def test_python_frontend_profile_backend_key_and_deterministic_inference(tmp_path: Path) -> None:
     env = {
         **LOADING,
         "OPENJEV_FRONTEND": "python",
         "OPENJEV_PROFILE": "b200-nvfp4",
         "OPENJEV_BACKEND_API_KEY": "backend-s3cret",
         "OPENJEV_STARTUP_TIMEOUT": "900",
+        "OPENJEV_DETERMINISTIC": "true",
     }
+    deterministic = ("--enable-deterministic-inference", "--attention-backend", "triton")
+    deterministic += ("--linear-attn-prefill-backend", "triton")
     with serve_with_standin(tmp_path, env) as served:
         recorded = served.recorded()
         assert recorded["argv"] == [
-            *expected_argv(served.sglang_port, "--api-key", "backend-s3cret"),
+            *expected_argv(served.sglang_port, "--api-key", "backend-s3cret", deterministic=deterministic),
             "--schedule-policy", "lpm", "--cuda-graph-max-bs-decode", "16", "--enable-metrics",
         ]  # fmt: skip
         assert recorded["SGLANG_RUST_SERVER"] == "0"

@@ -58,7 +58,7 @@ def wait_ready(url: str, timeout: float = 30.0) -> None:
             with urllib.request.urlopen(url + "/health", timeout=2) as reply:
                 if reply.status == 200:
                     return
-        except (urllib.error.URLError, ConnectionError):
+        except (urllib.error.URLError, ConnectionError, TimeoutError):  # busy loading the model
             pass
         if time.monotonic() > deadline:
             raise RuntimeError(f"the server at {url} did not become ready within {timeout:g} s")

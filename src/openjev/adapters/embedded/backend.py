@@ -5,6 +5,11 @@ the request is built and its streamed reply read by llama_protocol.py; the block
 runs in a worker thread on `LlamaEngine` (llama_engine.py). At most one call runs per slot at a
 time; the others wait in an asyncio FIFO, where they can still be cancelled for free.
 
+Deterministic mode (the default, `OPENJEV_DETERMINISTIC`): one engine call at a time, whatever the
+slot, so llama.cpp never batches two calls' tokens together, and each call is evaluated from a
+point `cache_plan.py` chooses, so the answer is bit-identical to a cold evaluation of its prompt.
+The backend tracks what each slot's cache holds (`_held`) to plan against it.
+
 Abort. A call streams with `return_progress`, so llama.cpp reports after each prompt batch
 (`BATCH_TOKENS`); when the call is aborted or its coroutine cancelled, the stream callback answers
 "stop" at the next report and llama.cpp cancels the task. A call that was cancelled keeps its slot
@@ -22,11 +27,14 @@ from typing import Any
 import msgspec
 
 from openjev.adapters.common_prefix import common_prefix_length
+from openjev.adapters.embedded.cache_plan import CachePlan, canonical_start, plan_score, plan_warm, warm_prefix
 from openjev.adapters.embedded.llama_engine import HTTP_TIMEOUT_SECONDS, Engine, EngineConfig, LlamaEngine
 from openjev.adapters.embedded.llama_protocol import (
     FALLBACK_LABEL_BIAS,
     LABEL_BIAS,
+    PromptTokensDetails,
     ReplyCollector,
+    Usage,
     label_mass,
     label_probabilities,
     raw_request,
@@ -42,6 +50,8 @@ from openjev.logs import get_logger
 
 log = get_logger("openjev.embedded")
 RAW_EXTRA_PROBS = 32  # raw probabilities read beyond the labels' count, for the label mass
+Held = tuple[int, ...] | None  # what a slot's cache holds; None: not known (after a failed call)
+Done = tuple[ReplyCollector, Held]  # a finished engine call: its reply, and what its slot holds now
 
 _CODEC_PROBES = (
     "Hello, world! It's a test: don't, won't, we'll, I'd, you're, they've.",
@@ -64,10 +74,11 @@ class EmbeddedBackend:
         self._engine: Engine | None = None
         self._router = SlotRouter(config.parallel_slots)
         self._locks: list[asyncio.Lock] = []
+        self._held: list[Held] = []
         self._executor: ThreadPoolExecutor | None = None
         self._in_flight: dict[str, int] = {}  # call id -> engine calls not finished (a retry reuses the id)
         self._aborted: set[str] = set()
-        self._engine_calls: set[asyncio.Future[None]] = set()
+        self._engine_calls: set[asyncio.Future[Done]] = set()
         self._closing = False
         self._failure: str | None = None
 
@@ -102,7 +113,13 @@ class EmbeddedBackend:
             raise StartupError(self._failure) from exc
         self._engine = engine
         self._router = SlotRouter(engine.slots)
-        self._locks = [asyncio.Lock() for _ in range(engine.slots)]
+        # Deterministic: one lock shared by every slot (one engine call at a time, FIFO).
+        self._locks = (
+            [asyncio.Lock()] * engine.slots
+            if self.config.deterministic
+            else [asyncio.Lock() for _ in range(engine.slots)]
+        )
+        self._held = [()] * engine.slots
         self._executor = ThreadPoolExecutor(max_workers=engine.slots, thread_name_prefix="openjev-llama")
         self._failure = None
 
@@ -133,7 +150,9 @@ class EmbeddedBackend:
             ok=True,
             detail=(
                 f"llama.cpp engine: {self.config.model_path.name}, {engine.slots} slots x "
-                f"{engine.slot_context} tokens, {self.config.threads} threads, {self._router.busy()} calls in flight"
+                f"{engine.slot_context} tokens, {self.config.threads} threads, "
+                f"{'deterministic: one engine call at a time' if self.config.deterministic else 'not deterministic'}, "
+                f"{self._router.busy()} calls in flight"
             ),
         )
 
@@ -143,7 +162,13 @@ class EmbeddedBackend:
     # -- calls
 
     async def warm(self, call_id: str, token_ids: Sequence[int]) -> CallUsage:
-        reply = await self._call(call_id, token_ids, lambda slot: warm_request(token_ids, slot=slot), warm_up=True)
+        """Prefill the shared prefix (deterministic: its whole groups only, see cache_plan.py)."""
+        prefix = warm_prefix(token_ids) if self.config.deterministic else token_ids
+        if not prefix:  # shorter than one group: nothing to warm, but a stopped engine is still an error
+            if not self.started:
+                raise BackendUnavailable("the embedded llama.cpp engine is not running")
+            return CallUsage(prompt_tokens=0, cached_tokens=0)
+        reply = await self._call(call_id, prefix, lambda slot: warm_request(prefix, slot=slot), warm_up=True)
         return reply.call_usage()
 
     async def score(self, call_id: str, token_ids: Sequence[int], label_ids: Sequence[int]) -> LabelScores:
@@ -206,8 +231,8 @@ class EmbeddedBackend:
         warm_up: bool = False,
     ) -> ReplyCollector:
         """One engine call, pinned to the routed slot, FIFO per slot, abortable at each progress report."""
-        future, reply = await self._submit(call_id, token_ids, make_request, warm_up=warm_up)
-        await self._await_engine(future, call_id)
+        future = await self._submit(call_id, token_ids, make_request, warm_up=warm_up)
+        reply, _ = await self._await_engine(future, call_id)
         return self._checked(reply, call_id)
 
     async def _submit(
@@ -217,7 +242,7 @@ class EmbeddedBackend:
         make_request: Callable[[int], dict[str, Any]],
         *,
         warm_up: bool,
-    ) -> tuple[asyncio.Future[None], ReplyCollector]:
+    ) -> asyncio.Future[Done]:
         """Route the call, wait for its slot's turn and hand it to the engine.
 
         From then on the slot stays held until the engine lets go of the call (`_engine_call_done`),
@@ -235,7 +260,8 @@ class EmbeddedBackend:
         try:
             await lock.acquire()
             try:
-                future, reply = self._start_engine_call(engine, executor, call_id, make_request(route.slot))
+                work = self._work(engine, call_id, route.slot, token_ids, make_request(route.slot), warm_up=warm_up)
+                future = self._start_engine_call(executor, work)
             except BaseException:
                 lock.release()
                 raise
@@ -246,28 +272,49 @@ class EmbeddedBackend:
                 self._leave(call_id)
         self._engine_calls.add(future)
         future.add_done_callback(lambda done: self._engine_call_done(done, lock, route, call_id))
-        return future, reply
+        return future
 
-    def _start_engine_call(
-        self, engine: Engine, executor: ThreadPoolExecutor, call_id: str, request: dict[str, Any]
-    ) -> tuple[asyncio.Future[None], ReplyCollector]:
-        """Run the call in a worker thread, unless the backend is closing or the call was aborted in the queue."""
+    def _work(
+        self,
+        engine: Engine,
+        call_id: str,
+        slot: int,
+        token_ids: Sequence[int],
+        request: dict[str, Any],
+        *,
+        warm_up: bool,
+    ) -> Callable[[], Done]:
+        """What the worker thread runs for this call, planned against what the slot holds now."""
         if self._closing:
             raise BackendUnavailable("the embedded llama.cpp engine is shutting down")
         if self._stop_requested(call_id):
             raise BackendError(f"call {call_id} was aborted before it reached the engine")
         body = msgspec.json.encode(request)
-        reply = ReplyCollector(lambda: self._stop_requested(call_id))
+        prompt = tuple(token_ids)
+
+        def stop() -> bool:
+            return self._stop_requested(call_id)
+
+        if not self.config.deterministic:
+            return lambda: _held_after(_complete(engine, body, stop), prompt)
+        held = self._held[slot]
+        planner = plan_warm if warm_up else plan_score
+        plan = planner(held, prompt, vocab_size=engine.vocab_size)
+        if plan is None:  # a warm-up of a prefix the slot already holds
+            return lambda: (_cached_reply(len(prompt)), held)
+        return lambda: _run_planned(engine, slot, prompt, body, plan, stop)
+
+    def _start_engine_call(self, executor: ThreadPoolExecutor, work: Callable[[], Done]) -> asyncio.Future[Done]:
+        """Run the call's work in a worker thread (llama.cpp releases the GIL)."""
         try:
-            future = asyncio.get_running_loop().run_in_executor(executor, engine.complete, body, reply)
+            return asyncio.get_running_loop().run_in_executor(executor, work)
         except RuntimeError as exc:  # the executor was shut down by close()
             raise BackendUnavailable(f"the embedded llama.cpp engine is shutting down: {exc}") from None
-        return future, reply
 
-    async def _await_engine(self, future: asyncio.Future[None], call_id: str) -> None:
+    async def _await_engine(self, future: asyncio.Future[Done], call_id: str) -> Done:
         """Wait for the engine; a cancelled caller marks the call aborted so the engine stops it soon."""
         try:
-            await asyncio.shield(future)
+            return await asyncio.shield(future)
         except asyncio.CancelledError:
             self._aborted.add(call_id)  # the engine stops at its next progress report
             task = asyncio.current_task()
@@ -289,9 +336,13 @@ class EmbeddedBackend:
             raise BackendError(f"call {call_id} was aborted")
         return reply
 
-    def _engine_call_done(self, future: asyncio.Future[None], lock: asyncio.Lock, route: Route, call_id: str) -> None:
-        """The engine let go of the slot: release it (also after a cancelled await) and forget the call."""
+    def _engine_call_done(self, future: asyncio.Future[Done], lock: asyncio.Lock, route: Route, call_id: str) -> None:
+        """The engine let go of the slot: record what it holds, release it (also after a cancelled
+        await) and forget the call."""
         self._engine_calls.discard(future)
+        failed = future.cancelled() or future.exception() is not None
+        if self._held:
+            self._held[route.slot] = None if failed else future.result()[1]
         lock.release()
         self._router.done(route)
         self._leave(call_id)
@@ -334,6 +385,42 @@ class EmbeddedBackend:
                     f"of a built-in probe ({ours[at : at + 5]} vs {theirs[at : at + 5]}): this GGUF's pre-tokenizer "
                     "is not reproduced exactly, so prompts would be mis-tokenized"
                 )
+
+
+def _complete(engine: Engine, body: bytes, stop: Callable[[], bool]) -> ReplyCollector:
+    reply = ReplyCollector(stop)
+    engine.complete(body, reply)
+    return reply
+
+
+def _held_after(reply: ReplyCollector, prompt: tuple[int, ...]) -> Done:
+    """A finished call's slot holds its prompt; after an error or an abort, an unknown part of it."""
+    return reply, prompt if reply.error is None and not reply.stopped else None
+
+
+def _run_planned(
+    engine: Engine, slot: int, prompt: tuple[int, ...], body: bytes, plan: CachePlan, stop: Callable[[], bool]
+) -> Done:
+    """The cut the plan asks for, then the call; the call again from a cold cache if llama.cpp
+    reused another prefix than planned (its `cache_n` says so), so the answer is the cold one."""
+    for attempt in (plan, plan_score(None, prompt, vocab_size=engine.vocab_size)):
+        if attempt.cut is not None:
+            cut = _complete(engine, msgspec.json.encode(warm_request(attempt.cut, slot=slot)), stop)
+            if cut.error is not None or cut.stopped:
+                return cut, None
+        reply = _complete(engine, body, stop)
+        if reply.error is not None or reply.stopped or canonical_start(reply.reused(), len(prompt)):
+            return _held_after(reply, prompt)
+        log.warning("embedded_cache_plan_missed", slot=slot, planned=attempt.start, reused=reply.reused())
+    raise BackendError(f"llama.cpp reused {reply.reused()} tokens of a slot just cut to none: not reproducible")
+
+
+def _cached_reply(prompt_tokens: int) -> ReplyCollector:
+    """The reply of a warm-up that had nothing to evaluate: the slot already held the prefix."""
+    reply = ReplyCollector()
+    details = PromptTokensDetails(cached_tokens=prompt_tokens)
+    reply.usage = Usage(prompt_tokens=prompt_tokens, prompt_tokens_details=details)
+    return reply
 
 
 def _shutdown_when_loaded(loading: asyncio.Future[Engine]) -> None:

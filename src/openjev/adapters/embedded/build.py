@@ -34,6 +34,7 @@ def build_runtime(settings: Settings) -> Runtime:
             parallel_slots=settings.parallel_slots,
             slot_context=settings.slot_context,
             verbose=settings.log_level == "debug",
+            deterministic=settings.deterministic is not False,
         ),
         load_engine=load_engine,
     )

@@ -5,9 +5,11 @@ drives it through the small blocking `Engine` protocol, which tests replace with
 
 Batch invariance. The KV cache is F32 and flash attention is off (see `engine_params`): with
 SmolLM2 (Q4_1), a branch evaluated on a cached prefix then gives the same probabilities as a cold
-evaluation of the same prompt, to float precision, which llama.cpp's defaults do not. It is not
-enough for every model: with Qwen2.5-Coder-0.5B (Q4_K_M) the two still differ by about 0.04 in
-log-odds on average (docs/quality.md), and turning weight repacking off does not remove it.
+evaluation of the same prompt, which llama.cpp's defaults do not. It is not enough for the Qwen
+Q4_K_M models, whose matrix kernels also depend on where a token sits in its batch: deterministic
+mode (`deterministic`, the default) adds the planned cache reuse of cache_plan.py, one call at a
+time and no host-memory prompt cache; the default model then gives the cold result bit for bit
+(tests/integration/test_reproducible_answers.py).
 
 The engine also starts llama.cpp's HTTP server (xllamacpp always does). It listens on 127.0.0.1 on
 a random port and requires a random per-process API key, so nothing else can use it; openjev only
@@ -52,6 +54,9 @@ class EngineConfig:
     batch_tokens: int = BATCH_TOKENS
     prompt_cache_mib: int = PROMPT_CACHE_MIB
     exact: bool = True  # F32 KV cache, no flash attention: batch-invariant results, 2x KV memory
+    # One call at a time, planned reuse of the cache, no host-memory prompt cache: bit-identical
+    # answers whatever else runs (backend.py, cache_plan.py).
+    deterministic: bool = True
 
     @classmethod
     def create(
@@ -62,6 +67,7 @@ class EngineConfig:
         parallel_slots: int,
         slot_context: int,
         verbose: bool = False,
+        deterministic: bool = True,
     ) -> EngineConfig:
         return cls(
             model_path=model_path,
@@ -69,6 +75,7 @@ class EngineConfig:
             parallel_slots=parallel_slots,
             slot_context=slot_context,
             verbose=verbose,
+            deterministic=deterministic,
         )
 
 
@@ -203,7 +210,9 @@ def engine_params(config: EngineConfig, api_key: str) -> Any:
         params.cache_type_k = xllamacpp.ggml_type.GGML_TYPE_F32
         params.cache_type_v = xllamacpp.ggml_type.GGML_TYPE_F32
     params.cache_prompt = True
-    params.cache_ram_mib = config.prompt_cache_mib
+    # The host-memory cache restores an evicted prompt's state wherever it matches best, a reuse the
+    # deterministic plan cannot choose: off in deterministic mode.
+    params.cache_ram_mib = 0 if config.deterministic else config.prompt_cache_mib
     params.ctx_shift = False  # a prompt longer than a slot is an error, never silently truncated
     params.verbosity = 3 if config.verbose else 1  # 1: errors only
     params.hostnames = ["127.0.0.1"]

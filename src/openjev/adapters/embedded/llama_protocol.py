@@ -182,14 +182,18 @@ class ReplyCollector:
         if chunk.timings is not None:
             self.timings = chunk.timings
 
+    def reused(self) -> int | None:
+        """The prompt tokens llama.cpp took from the slot's cache (None: not reported)."""
+        details = self.usage.prompt_tokens_details if self.usage is not None else None
+        if details is not None and details.cached_tokens is not None:
+            return details.cached_tokens
+        return self.timings.cache_n if self.timings is not None else None
+
     def call_usage(self) -> CallUsage:
         """Prompt tokens and the prompt tokens llama.cpp did not re-evaluate (taken from its cache)."""
         if self.usage is None:
             raise BackendError("the llama.cpp engine ended the call without reporting usage")
-        details = self.usage.prompt_tokens_details
-        cached = details.cached_tokens if details is not None else None
-        if cached is None and self.timings is not None:
-            cached = self.timings.cache_n
+        cached = self.reused()
         if self.usage.prompt_tokens is None:
             raise BackendError(f"the llama.cpp engine reported no prompt token count: {self.usage}")
         return CallUsage(prompt_tokens=self.usage.prompt_tokens, cached_tokens=cached)

@@ -31,6 +31,18 @@ Decisions:
 - `--kv-cache-dtype` is always passed (`OPENJEV_KV_CACHE_DTYPE`, default bf16): with `auto`, a
   checkpoint whose `hf_quant_config.json` declares FP8 KV quantisation gets an FP8 KV cache
   (`srt/mem_cache/kv_cache_dtype.py` at v0.5.23), which changes the label probabilities.
+- `OPENJEV_DETERMINISTIC=true` adds `--enable-deterministic-inference` (batch-invariant kernels:
+  a prompt's answer does not depend on what is batched with it) with `--attention-backend triton`
+  and `--linear-attn-prefill-backend triton`. 0.5.23 keeps the radix cache in deterministic mode
+  only on the `ascend`, `fa3`, `fa4` and `triton` attention backends and otherwise disables it
+  (`srt/arg_groups/choices.py` `RADIX_SUPPORTED_DETERMINISTIC_ATTENTION_BACKEND`,
+  `srt/arg_groups/attention_hook.py` `handle_deterministic_inference`); left unset on a Blackwell GPU
+  it falls back to `flashinfer` (`srt/arg_groups/overrides.py` `_deterministic_attention_backend`),
+  which would recompute every request's prefix. `fa3` is Hopper-only; `triton` is the portable one
+  of the rest. For Qwen3.6's linear-attention layers, FlashInfer's GDN prefill is refused with the
+  flag (`srt/layers/attention/linear/gdn_backend.py` `_validate_gdn_linear_attn_backends`), and
+  openjev never decodes, so only the prefill backend is set. Off by default: its cost on a B200 is
+  not measured yet.
 - `SGLANG_WARMUP_TIMEOUT` is openjev's start-up budget (`OPENJEV_STARTUP_TIMEOUT`). After loading,
   SGLang sends itself one warm-up request and kills itself when it takes longer than that variable
   (an EnvFloat, default -1, meaning 600 s: `srt/environ.py`, `_execute_server_warmup` in
@@ -62,6 +74,12 @@ RUST_FRONTEND_IGNORES_KEY = (
 # Rust image pipeline for (`srt/rust_server/server.py` `_resolve_multimodal` at v0.5.23).
 RUST_FRONTEND_REFUSAL = "SGLANG_RUST_SERVER=1: no Rust MM pipeline"
 ENTRY_MODULE = "sglang.launch_server"
+# Batch-invariant kernels on backends that keep the radix cache in that mode (see the module docstring).
+DETERMINISTIC_FLAGS = (
+    "--enable-deterministic-inference",
+    "--attention-backend", "triton",
+    "--linear-attn-prefill-backend", "triton",
+)  # fmt: skip
 WARMUP_TIMEOUT_VARIABLE = "SGLANG_WARMUP_TIMEOUT"
 SGLANG_HOST = "127.0.0.1"  # SGLang listens on loopback only: its routes are never exposed (docs/spec.md#backends).
 
@@ -206,6 +224,8 @@ def sglang_command(settings: Settings, *, python: str, version: str | None = PIN
     argv += ["--kv-cache-dtype", settings.kv_cache_dtype]
     if is_hybrid_model(model):
         argv += [names.mamba_strategy, "extra_buffer"]
+    if settings.deterministic:
+        argv += DETERMINISTIC_FLAGS
     argv += ["--log-level", settings.log_level]
     argv += profile_flags(settings.profile, names)
     env = {
