@@ -43,6 +43,18 @@ def spec_request(**overrides: Any) -> dict[str, Any]:
     return body
 
 
+def error_type(reply: Reply) -> str:
+    """A System One error reply's `detail.error_type`."""
+    detail = reply.json()["detail"]
+    assert isinstance(detail, dict), detail
+    value: str = detail["error_type"]
+    return value
+
+
+def noul_questions(n: int) -> dict[str, Any]:
+    return {f"q{i}": {"type": "noul", "instructions": f"Is statement {i} true?"} for i in range(n)}
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((HOST, 0))

@@ -1,25 +1,16 @@
-"""The real `openjev serve` process over plain HTTP: headers, bodies, limits, logs, docs, CLI."""
+"""The real `openjev serve` process over plain HTTP: headers, bodies, keys and settings, answer independence."""
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
-import time
-import uuid
 import zlib
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 from backports import zstd
 
@@ -28,15 +19,12 @@ from tests.blackbox.conftest import (
     REQUEST_ID,
     SPEC_QUESTIONS,
     SPEC_STATE,
-    Reply,
     ServerProcess,
-    clean_env,
-    free_port,
+    error_type,
     http_request,
-    openjev_command,
+    noul_questions,
     post_json,
     spec_request,
-    wait_until,
 )
 
 TIMING_ENTRY = re.compile(r'^\s*([A-Za-z0-9_-]+);dur=([0-9.]+)(?:;desc="[^"]*")?\s*$')
@@ -48,17 +36,6 @@ def body_of(payload: Any) -> bytes:
 
 def json_headers(**extra: str) -> dict[str, str]:
     return {"Content-Type": "application/json", **extra}
-
-
-def error_type(reply: Reply) -> str:
-    detail = reply.json()["detail"]
-    assert isinstance(detail, dict), detail
-    value: str = detail["error_type"]
-    return value
-
-
-def noul_questions(n: int) -> dict[str, Any]:
-    return {f"q{i}": {"type": "noul", "instructions": f"Is statement {i} true?"} for i in range(n)}
 
 
 # --------------------------------------------------------------------------------------------
@@ -382,114 +359,6 @@ def test_token_limits_are_422_and_large_bodies_are_answered(server: ServerProces
 
 
 # --------------------------------------------------------------------------------------------
-# Overload, timeout, disconnect
-
-
-async def post_async(session: aiohttp.ClientSession, url: str, payload: Any) -> tuple[int, dict[str, str], Any]:
-    async with session.post(url + "/v1/systemone", json=payload) as response:
-        return response.status, {k.lower(): v for k, v in response.headers.items()}, await response.json()
-
-
-async def test_burst_gets_529_with_retry_after_then_recovers(slow_server: ServerProcess) -> None:
-    payload = {"model": "jev-latest", "state": "burst", "questions": noul_questions(1)}
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
-        results = await asyncio.gather(*(post_async(session, slow_server.url, payload) for _ in range(10)))
-        statuses = [status for status, _, _ in results]
-        assert set(statuses) <= {200, 529}, statuses
-        assert 1 <= statuses.count(200) <= 2, statuses  # limit 2; all 10 arrive within one evaluation
-        assert 529 in statuses
-        for status, headers, body in results:
-            if status == 529:
-                assert int(headers["retry-after"]) >= 1
-                assert body["detail"]["error_type"] == "overloaded"
-                assert REQUEST_ID.match(headers["x-typesafe-request-id"])
-            else:
-                assert 0.0 <= body["answers"]["q0"]["noul"] <= 1.0
-        # After the burst every slot is free again: two at once both succeed.
-        after = await asyncio.gather(*(post_async(session, slow_server.url, payload) for _ in range(2)))
-        assert [status for status, _, _ in after] == [200, 200]
-    assert slow_server.is_healthy()
-
-
-def test_timeout_is_504_and_aborts_the_backend_calls(timeout_server: ServerProcess) -> None:
-    marker = f"timeout-secret-{uuid.uuid4().hex}"
-    mark = timeout_server.log_mark()
-    reply = post_json(
-        timeout_server.url,
-        {"model": "jev-latest", "state": marker, "questions": {"q": {"type": "noul", "instructions": marker}}},
-    )
-    assert reply.status == 504, reply.body
-    assert error_type(reply) == "timeout"
-    assert reply.elapsed < 1.5  # the 0.3 s deadline, not the 2 s two backend calls would take
-    aborted = timeout_server.wait_for_event("branches_aborted", mark)
-    assert aborted is not None, timeout_server.logs_since(mark)
-    assert aborted["calls"] >= 1
-    assert aborted.get("request_id") == reply.request_id
-    assert marker not in timeout_server.logs_since(mark)
-    assert timeout_server.is_healthy()
-
-
-async def test_client_disconnect_cancels_the_evaluation(slow_server: ServerProcess) -> None:
-    marker = f"disconnect-secret-{uuid.uuid4().hex}"
-    payload = {"model": "jev-latest", "state": marker, "questions": {"q": {"type": "noul", "instructions": marker}}}
-    mark = slow_server.log_mark()
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=0.2)) as session:
-        with pytest.raises(asyncio.TimeoutError):
-            await post_async(session, slow_server.url, payload)
-    aborted = await asyncio.to_thread(slow_server.wait_for_event, "branches_aborted", mark, 10.0)
-    assert aborted is not None, slow_server.logs_since(mark)
-    assert aborted["calls"] >= 1
-    assert slow_server.is_healthy()
-    # The cancelled evaluation gave its admission slot back: two at once (the limit) both succeed.
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
-        ok = payload | {"state": "after the disconnect"}
-        after = await asyncio.gather(*(post_async(session, slow_server.url, ok) for _ in range(2)))
-    assert [status for status, _, _ in after] == [200, 200]
-    assert marker not in slow_server.logs_since(mark)
-
-
-# --------------------------------------------------------------------------------------------
-# Logs
-
-
-def test_logs_never_contain_state_or_questions(server: ServerProcess) -> None:
-    marker = f"secret-{uuid.uuid4().hex}"
-    mark = server.log_mark()
-    question = {
-        "type": "choice",
-        "instructions": f"Pick {marker}",
-        "criteria": {f"name-{marker}": f"desc-{marker}", "other": None},
-    }
-    ok = {"model": "jev-latest", "state": f"state {marker}", "questions": {f"id-{marker}": question}}
-    transcript = ok | {"state": [{"role": "user", "content": f"hello {marker}"}]}
-    invalid = ok | {"questions": {f"id-{marker}": {"type": "score", "criteria": {marker: marker}}}}
-    unknown_model = ok | {"model": "no-such-model"}
-    replies = [
-        post_json(server.url, ok),
-        post_json(server.url, transcript),
-        http_request(
-            server.url,
-            "POST",
-            "/v1/systemone",
-            zstd.compress(body_of(ok)),
-            json_headers(**{"Content-Encoding": "zstd"}),
-        ),
-        post_json(server.url, invalid),
-        post_json(server.url, unknown_model),
-        http_request(server.url, "POST", "/v1/systemone", body_of(ok)[:-3], json_headers()),
-    ]
-    assert [r.status for r in replies] == [200, 200, 200, 422, 400, 422]
-
-    def all_logged() -> bool:
-        logged = {e.get("request_id") for e in server.events_since(mark) if e.get("event") == "request"}
-        return all(r.request_id in logged for r in replies)
-
-    assert wait_until(all_logged, 5.0), "the access log does not show these requests"
-    assert marker not in server.logs_since(mark)
-    assert marker not in server.stdout_path.read_text(errors="replace")
-
-
-# --------------------------------------------------------------------------------------------
 # Answer independence
 
 
@@ -545,154 +414,3 @@ def test_other_answers_in_a_request_are_independent_too(server: ServerProcess) -
     answers = together.json()["answers"]
     for qid, q in {**QUESTIONS, **OTHERS}.items():
         assert answer_for(server, {"solo": q}, "solo") == answers[qid], qid
-
-
-# --------------------------------------------------------------------------------------------
-# Docs and schema
-
-
-def page_assets(server: ServerProcess, path: str) -> tuple[str, dict[str, Reply]]:
-    """A docs page and every script and stylesheet it references, fetched from the server itself."""
-    reply = http_request(server.url, "GET", path)
-    assert reply.status == 200
-    assert reply.headers["content-type"].startswith("text/html")
-    assert "script-src 'self'" in reply.headers["content-security-policy"]
-    html = reply.body.decode()
-    references = re.findall(r'(?:src|href)="([^"]*)"', html)
-    assert all(ref.startswith("/docs/assets/") for ref in references), references
-    return html, {ref: http_request(server.url, "GET", ref) for ref in references}
-
-
-def test_scalar_reference_at_root(server: ServerProcess) -> None:
-    html, assets = page_assets(server, "/")
-    assert 'data-url="/openapi.json"' in html
-    [(name, script)] = assets.items()
-    assert re.fullmatch(r"/docs/assets/scalar-\d+\.\d+\.\d+\.js", name), "Scalar version is not pinned"
-    assert script.status == 200 and script.headers["content-type"].startswith("text/javascript")
-    assert b"@scalar/api-reference" in script.body
-
-
-def test_swagger_at_docs(server: ServerProcess) -> None:
-    _, assets = page_assets(server, "/docs")
-    names = sorted(assets)
-    assert any(re.fullmatch(r"/docs/assets/swagger-ui-\d+\.\d+\.\d+\.js", n) for n in names), names
-    assert all(reply.status == 200 for reply in assets.values())
-    init = next(reply.body.decode() for name, reply in assets.items() if "swagger-init" in name)
-    assert "SwaggerUIBundle" in init and "/openapi.json" in init
-
-
-def check_openapi(document: dict[str, Any]) -> dict[str, Any]:
-    operation = document["paths"]["/v1/systemone"]["post"]
-    schema = document["components"]["schemas"]["SystemOneRequest"]
-    assert {"model", "state", "questions"} <= set(schema["properties"])
-    content = operation["requestBody"]["content"]["application/json"]
-    assert content["schema"]["$ref"].endswith("/SystemOneRequest")
-    examples = [e["value"] for e in content.get("examples", {}).values()]
-    example: dict[str, Any] = next(e for e in examples if e.get("questions", {}).keys() == SPEC_QUESTIONS.keys())
-    return example
-
-
-def test_openapi_has_the_request_schema_and_a_working_example(server: ServerProcess) -> None:
-    reply = http_request(server.url, "GET", "/openapi.json")
-    assert reply.status == 200
-    example = check_openapi(reply.json())
-    assert example == spec_request()
-    # The editable example is a request that works as is.
-    answered = post_json(server.url, example)
-    assert answered.status == 200
-    assert set(answered.json()["answers"]) == set(SPEC_QUESTIONS)
-
-
-def test_schema_command_needs_no_model(tmp_path: Path) -> None:
-    script = Path(sys.executable).with_name("openjev")  # what `uv run openjev` runs
-    command = [str(script), "schema"] if script.exists() else openjev_command("schema")
-    env = clean_env(
-        {
-            "OPENJEV_BACKEND": "embedded",
-            "OPENJEV_MODEL": str(tmp_path / "missing.gguf"),
-            "HF_HUB_OFFLINE": "1",
-            "HF_HOME": str(tmp_path / "hf"),
-        }
-    )
-    done = subprocess.run(command, env=env, capture_output=True, timeout=60, cwd=tmp_path, check=False)
-    assert done.returncode == 0, done.stderr.decode()
-    document = json.loads(done.stdout)
-    check_openapi(document)
-    assert "/v1/models" in document["paths"]
-    assert not (tmp_path / "hf").exists()
-
-
-# --------------------------------------------------------------------------------------------
-# Process life: bad settings, SIGTERM
-
-
-BAD_SETTINGS = [
-    ("OPENJEV_MAX_OPTIONS", "999"),
-    ("OPENJEV_TEMPERATURE", "abc"),
-    ("OPENJEV_REQUEST_TIMEOUT", "-1"),
-    ("OPENJEV_MAX_CONCURRENT_REQUESTS", "0"),
-    ("OPENJEV_CONFIDENCE", "vibes"),
-    ("OPENJEV_NO_SUCH_SETTING", "1"),
-]
-
-
-@pytest.mark.parametrize(("name", "value"), BAD_SETTINGS, ids=[n for n, _ in BAD_SETTINGS])
-def test_bad_setting_stops_start_up_naming_the_variable(name: str, value: str) -> None:
-    port = free_port()
-    done = subprocess.run(
-        openjev_command("serve", "--backend", "fake", "--port", str(port)),
-        env=clean_env({name: value}),
-        capture_output=True,
-        timeout=30,
-        check=False,
-    )
-    assert done.returncode != 0
-    assert name in done.stderr.decode()
-    assert "Traceback" not in done.stderr.decode()
-
-
-def test_sigterm_stops_the_server_with_exit_code_0(fresh_server: Callable[..., ServerProcess]) -> None:
-    server = fresh_server(OPENJEV_FAKE_LATENCY="0.5")  # an evaluation takes 1 s (warm-up + branches)
-    assert post_json(server.url, spec_request()).status == 200
-    assert server.proc is not None
-    with ThreadPoolExecutor(1) as pool:
-        in_flight = pool.submit(post_json, server.url, spec_request(state="in flight at shutdown"))
-        # Nothing observable marks "request received" before it ends, so give it a head start.
-        time.sleep(0.3)
-        server.proc.send_signal(signal.SIGTERM)
-        started = time.monotonic()
-        code = server.proc.wait(15)
-        reply = in_flight.result(15)
-    assert code == 0, server.output()
-    assert time.monotonic() - started < 10
-    assert reply.status == 200, "the in-flight request was cut by a graceful shutdown"
-    with pytest.raises(OSError):
-        http_request(server.url, "GET", "/health", timeout=2)
-
-
-def test_sigterm_to_the_server_and_its_worker_stops_both_within_the_shutdown_timeout(
-    fresh_server: Callable[..., ServerProcess],
-) -> None:
-    """A worker that cannot finish its in-flight work is killed after OPENJEV_SHUTDOWN_TIMEOUT.
-
-    Granian's default is to wait for it forever, the port already closed: the server once stayed
-    alive 17 minutes after SIGTERM reached it, its worker and `uv` at once.
-    """
-    server = fresh_server(OPENJEV_FAKE_LATENCY="600", OPENJEV_REQUEST_TIMEOUT="900", OPENJEV_SHUTDOWN_TIMEOUT="2")
-    assert server.proc is not None
-    workers = server.worker_pids()
-    assert workers
-    with ThreadPoolExecutor(1) as pool:
-        pool.submit(post_json, server.url, spec_request(state="stuck at shutdown"), timeout=60)
-
-        def in_flight() -> bool:
-            metrics = http_request(server.url, "GET", "/metrics", timeout=5).body.decode()
-            return "openjev_evaluations_running 1.0" in metrics
-
-        assert wait_until(in_flight, 15)
-        for pid in (server.pid, *workers):
-            os.kill(pid, signal.SIGTERM)
-        code = server.proc.wait(30)  # the in-flight call alone would last 600 s
-    assert code == 0, server.output()
-    assert wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in workers), 10)
-    assert "refused to gracefully stop" in server.output()
