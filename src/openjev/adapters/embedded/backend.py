@@ -196,7 +196,8 @@ class EmbeddedBackend:
         already schedule a request's branches together (no HTTP round trip to save in-process).
 
         A call that asks for its label mass makes one more engine call on the same tokens (cached in
-        its slot: one token is evaluated again), reading the raw distribution.
+        its slot: one token is evaluated again, or at least `MIN_BATCH` after a cut in deterministic mode),
+        reading the raw distribution.
         """
         results = await score_each(self.score, calls)
         measured = [(call, result) for call, result in zip(calls, results, strict=True) if call.label_mass]
