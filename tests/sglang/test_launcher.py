@@ -74,8 +74,9 @@ def test_python_frontend_profile_backend_key_and_deterministic_inference(tmp_pat
         "OPENJEV_STARTUP_TIMEOUT": "900",
         "OPENJEV_DETERMINISTIC": "true",
     }
-    deterministic = ("--enable-deterministic-inference", "--attention-backend", "triton")
-    deterministic += ("--linear-attn-prefill-backend", "triton")
+    deterministic = (
+        "--enable-deterministic-inference", "--attention-backend", "triton", "--linear-attn-prefill-backend", "triton",
+    )  # fmt: skip
     with serve_with_standin(tmp_path, env) as served:
         recorded = served.recorded()
         assert recorded["argv"] == [
