@@ -25,9 +25,11 @@ def clean_env(extra: Mapping[str, str]) -> dict[str, str]:
 
 
 @contextmanager
-def openjev_server(*args: str, env: Mapping[str, str] | None = None, log: Path | None = None) -> Iterator[str]:
+def openjev_server(
+    *args: str, env: Mapping[str, str] | None = None, log: Path | None = None, port: int | None = None
+) -> Iterator[str]:
     """`openjev serve ARGS --port P` in its own process group; yields its URL, stops it after."""
-    port = free_port()
+    port = port or free_port()
     out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below
     process = subprocess.Popen(
         [str(OPENJEV), "serve", *args, "--host", "127.0.0.1", "--port", str(port)],

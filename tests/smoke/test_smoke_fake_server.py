@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack
@@ -140,17 +141,26 @@ async def test_waits_through_a_waking_proxy(waking_proxy: tuple[str, list[int]])
 
 
 def test_the_cli_waits_for_a_booting_server(tmp_path: Path) -> None:
-    """`openjev smoke` started right after `openjev serve` (which yields before it listens):
-    refused connections first, then the checks."""
+    """`openjev smoke` started before `openjev serve` listens: refused connections first, then the checks."""
     out = tmp_path / "result.json"
-    with openjev_server("--backend", "fake") as url:
-        done = subprocess.run(
-            [str(OPENJEV), "smoke", url, "--out", str(out), "--startup-timeout", "60"],
-            env=clean_env({}),
-            capture_output=True,
-            text=True,
-            timeout=90,
-        )
+    port = free_port()
+    smoking = subprocess.Popen(
+        [str(OPENJEV), "smoke", f"http://127.0.0.1:{port}", "--out", str(out), "--startup-timeout", "60"],
+        env=clean_env({}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        with socket.create_server(("127.0.0.1", port)) as early:  # the smoke's first try: dropped
+            early.settimeout(60)
+            early.accept()[0].close()
+        with openjev_server("--backend", "fake", port=port):  # refused until it listens
+            stdout, _ = smoking.communicate(timeout=90)
+    finally:
+        if smoking.poll() is None:
+            smoking.kill()
+    done = subprocess.CompletedProcess(smoking.args, smoking.returncode, stdout, "")
     saved = json.loads(out.read_text())
     names = {c["name"]: c for c in saved["checks"]}
     assert all(names[n]["ok"] for n in STRUCTURAL), done.stdout
