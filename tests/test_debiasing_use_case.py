@@ -80,6 +80,19 @@ async def test_rotated_answers_do_not_depend_on_the_order_the_options_were_sent_
             assert a.probabilities[name] == pytest.approx(b.probabilities[name], abs=1e-12)  # type: ignore[union-attr]
 
 
+async def test_reverse_asks_two_orders_and_a_reversed_request_gets_the_same_answer() -> None:
+    _, ev = await started(debias="reverse")
+    prepared = ev.prepare(request({"c": CHOICE, "n": NOUL}))
+    forward = await ev.evaluate(prepared)
+    assert [b.order for b in prepared.plan.branches] == [(0, 1, 2), (2, 1, 0), ()]  # yes/no: once
+    names = list(CHOICE["criteria"])
+    backward = {**CHOICE, "criteria": {n: CHOICE["criteria"][n] for n in names[::-1]}}
+    other = await ev.evaluate(ev.prepare(request({"c": backward})))
+    a, b = forward.response.answers["c"], other.response.answers["c"]
+    for name in names:
+        assert a.probabilities[name] == pytest.approx(b.probabilities[name], abs=1e-12)  # type: ignore[union-attr]
+
+
 async def test_without_rotation_the_answer_depends_on_the_order() -> None:
     """The fake is position-sensitive like a real model: this is what rotation removes."""
     _, ev = await started()

@@ -74,6 +74,12 @@ def test_policy_from_mode() -> None:
     assert DebiasPolicy.of("rotate+calibrate", 6) == DebiasPolicy(rotate=True, calibrate=True, max_orders=6)
 
 
+def test_reverse_asks_the_order_sent_and_its_reverse_whatever_the_cap() -> None:
+    policy = DebiasPolicy.of("reverse", 10)
+    assert policy == DebiasPolicy(rotate=True, calibrate=False, max_orders=2)
+    assert option_orders(5, policy.max_orders) == ((0, 1, 2, 3, 4), (4, 3, 2, 1, 0))
+
+
 def test_in_option_order_maps_positions_back_to_options() -> None:
     assert in_option_order((2, 0, 1), [-1.0, -2.0, -3.0]) == [-2.0, -3.0, -1.0]
     with pytest.raises(ValueError, match="permutation"):

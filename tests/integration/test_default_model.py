@@ -63,13 +63,14 @@ async def evaluator(cache: Path) -> AsyncIterator[Evaluator]:
 async def test_the_default_server_answers_the_spec_example_sensibly(evaluator: Evaluator, cache: Path) -> None:
     settings = load_settings({"OPENJEV_CACHE_DIR": str(cache)})
     request = systemone.parse(json.dumps(EXAMPLE_REQUEST).encode(), limits_from(settings), frozenset())
-    assert evaluator.debias == "none"
+    assert evaluator.debias == "reverse"
     over = OverSystemOne(evaluator)
     result = await over.evaluate(over.prepare(request))
     answers = result.response.answers
     assert answers["refund"].noul > 0.5  # type: ignore[union-attr]
     assert answers["department"].choice == "billing"  # type: ignore[union-attr]
-    assert result.response.usage.output_tokens == 1 + 3  # the warm-up, then each question once
+    # the warm-up, each question once, the choice question again with its options reversed
+    assert result.response.usage.output_tokens == 1 + 3 + 1
 
 
 async def test_the_default_models_template_renders_an_agents_tool_call_in_its_own_form(cache: Path) -> None:

@@ -10,6 +10,11 @@ whatever the input. Two well-known, cheap corrections undo much of that:
   average and cancels in the softmax. The orders are the cyclic rotations of the options as sent
   and of their reverse, a set that is the same whichever of those orders the caller sent, so
   reversing or rotating the options cannot change the answer.
+- Both directions (`reverse`): the cheapest set of orders that is the same whichever direction the
+  caller sent the options in: the order sent and its reverse, two calls whatever the option count.
+  Each option sits at positions k and n − 1 − k, which evens out a lean towards the first or the
+  last options (the strongest position bias of small models), and reversing the options cannot
+  change the answer; other permutations can. `rotate` removes every position prior at 2n calls.
 - Answer prior (contextual calibration, Zhao et al. 2021, "Calibrate Before Use"): the same question
   is asked about a content-free state ("N/A"); that distribution is what the model answers with no
   evidence, and it is divided out (subtracted in log space) before the answer is normalised.
@@ -26,7 +31,7 @@ from typing import Literal, get_args
 
 import msgspec
 
-DebiasMode = Literal["none", "rotate", "calibrate", "rotate+calibrate"]
+DebiasMode = Literal["none", "reverse", "rotate", "calibrate", "rotate+calibrate"]
 DEBIAS_MODES: tuple[str, ...] = get_args(DebiasMode)
 CONTENT_FREE_STATE = "N/A"
 Order = tuple[int, ...]
@@ -41,6 +46,8 @@ class DebiasPolicy(msgspec.Struct, frozen=True):
 
     @classmethod
     def of(cls, mode: DebiasMode, max_orders: int = 10) -> DebiasPolicy:
+        if mode == "reverse":  # the order sent and its reverse: `option_orders` with two orders at most
+            return cls(rotate=True, calibrate=False, max_orders=2)
         return cls(rotate="rotate" in mode, calibrate="calibrate" in mode, max_orders=max_orders)
 
 

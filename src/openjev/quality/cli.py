@@ -10,10 +10,11 @@ from pathlib import Path
 import msgspec
 
 from openjev.client.arguments import add_server_arguments, api_key, positive_int
+from openjev.domain.debiasing import DEBIAS_MODES
 from openjev.quality.dataset import DatasetError
 from openjev.quality.runner import EvalOptions, format_report, run_eval
 
-DEBIAS_CHOICES = ("none", "rotate", "calibrate", "rotate+calibrate")
+DEBIAS_CHOICES = DEBIAS_MODES
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

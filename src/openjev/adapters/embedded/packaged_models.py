@@ -82,9 +82,9 @@ QWEN_CODER_15B = PackagedModel(
     sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     size=1_117_320_768,
     # Measured (docs/quality.md): dividing out a content-free prior makes this model answer yes to
-    # nearly every yes/no question, and rotating the options did not make its choices more accurate
-    # while it costs 2n calls; asked once, it meets the targets and the spec example's 3 s.
-    debias="none",
+    # nearly every yes/no question; asked once, a choice changes with the option order on realistic
+    # decisions, and the order sent plus its reverse (two calls) makes it order-independent.
+    debias="reverse",
 )
 SMOLLM2_135M = PackagedModel(
     name="smollm2-135m",

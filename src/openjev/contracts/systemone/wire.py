@@ -143,8 +143,8 @@ class SystemOneRequest(msgspec.Struct):
         DebiasMode | None,
         msgspec.Meta(
             description=(
-                "openjev extension: bias removal for this request (none, rotate, calibrate, rotate+calibrate); "
-                "the server's OPENJEV_DEBIAS when absent. See docs/quality.md."
+                "openjev extension: bias removal for this request (none, reverse, rotate, calibrate, "
+                "rotate+calibrate); the server's OPENJEV_DEBIAS when absent. See docs/quality.md."
             )
         ),
     ] = None
