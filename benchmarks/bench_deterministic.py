@@ -27,19 +27,21 @@ MODES = {"off": {"OPENJEV_DETERMINISTIC": "false", **DEADLINE}, "on": DEADLINE}
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=4, help="alternations per scenario (default 4)")
+    parser.add_argument("--concurrency", default="1,4", help="client concurrencies, comma-separated (default 1,4)")
     args = parser.parse_args()
+    levels = [int(c) for c in args.concurrency.split(",")]
     logs = Path(tempfile.mkdtemp(prefix="openjev-bench-deterministic-"))
     ports = {mode: free_port() for mode in MODES}
     processes = {mode: start_server(ports[mode], logs / f"{mode}.log", env) for mode, env in MODES.items()}
     try:
         for mode, process in processes.items():
             print(f"deterministic {mode}: ready in {wait_ready(ports[mode], process, timeout=300):.1f} s")
-        scenarios = [("spec example (3 q)", SPEC_EXAMPLE, 1), ("spec example (3 q)", SPEC_EXAMPLE, 4)]
-        scenarios += [("12 questions", TWELVE_QUESTIONS, 1), ("12 questions", TWELVE_QUESTIONS, 4)]
+        requests = [("spec example (3 q)", SPEC_EXAMPLE), ("12 questions", TWELVE_QUESTIONS)]
+        scenarios = [(name, request, c) for name, request in requests for c in levels]
         for mode in MODES:  # the first request of each server: lazy initialisation, not measured
             run_scenario(ports[mode], SPEC_EXAMPLE, 1, 1, 600.0, seed=90_000)
-        header = "| scenario | conc. | p50 off (s) | p50 on (s) | on/off | decisions/s off | decisions/s on |"
-        rows = [header, "|---|---|---|---|---|---|---|"]
+        print("| scenario | conc. | p50 off (s) | p50 on (s) | on/off | decisions/s off | decisions/s on |")
+        print("|---|---|---|---|---|---|---|", flush=True)
         for index, (name, request, concurrency) in enumerate(scenarios):
             samples: dict[str, list[Sample]] = {mode: [] for mode in MODES}
             walls = dict.fromkeys(MODES, 0.0)
@@ -51,16 +53,16 @@ def main() -> None:
                     walls[mode] += wall
             p50 = {mode: statistics.median(s.seconds for s in samples[mode]) for mode in MODES}
             rate = {mode: sum(s.questions for s in samples[mode]) / walls[mode] for mode in MODES}
-            rows.append(
+            print(
                 f"| {name} | {concurrency} | {p50['off']:.2f} | {p50['on']:.2f} | {p50['on'] / p50['off']:.2f} "
-                f"| {rate['off']:.2f} | {rate['on']:.2f} |"
+                f"| {rate['off']:.2f} | {rate['on']:.2f} |",
+                flush=True,
             )
-            print(f"  done: {name} at concurrency {concurrency}")
-        print("\n".join(rows))
     finally:
         for process in processes.values():
             process.terminate()
-            process.wait(30)
+        for process in processes.values():
+            process.wait(120)
 
 
 if __name__ == "__main__":

@@ -145,7 +145,7 @@ def unique(request: dict[str, Any], n: int) -> dict[str, Any]:
     return {**request, "state": [*state[:-1], first]}
 
 
-def post(port: int, body: dict[str, Any], *, timeout: float = 300.0) -> Sample:
+def post(port: int, body: dict[str, Any], *, timeout: float = 900.0) -> Sample:
     payload = json.dumps(body).encode()
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     started = time.perf_counter()

@@ -12,7 +12,6 @@ from openjev.adapters.embedded.cache_plan import (
     CachePlan,
     canonical_start,
     plan_score,
-    plan_warm,
     warm_prefix,
 )
 
@@ -56,11 +55,9 @@ def test_a_prompt_shorter_than_a_minimum_batch_is_evaluated_cold() -> None:
     assert plan_score(short, short, vocab_size=VOCAB).start == 0
 
 
-def test_a_warm_up_covers_whole_groups_and_is_skipped_when_the_slot_holds_it() -> None:
+def test_a_warm_up_covers_whole_groups() -> None:
     assert warm_prefix(PROMPT[:21]) == PROMPT[:16]
     assert warm_prefix(PROMPT[:7]) == ()
-    assert plan_warm((*PROMPT, 7), PROMPT[:16], vocab_size=VOCAB) is None
-    assert plan_warm((), PROMPT[:16], vocab_size=VOCAB) == CachePlan(start=0)
 
 
 def test_which_reuse_gives_the_cold_answer() -> None:
@@ -73,15 +70,12 @@ def test_which_reuse_gives_the_cold_answer() -> None:
 tokens = st.lists(st.integers(0, 3), max_size=60).map(tuple)
 
 
-@given(held=st.one_of(st.none(), tokens), prompt=tokens.filter(bool), warm=st.booleans())
+@given(held=st.one_of(st.none(), tokens), prompt=tokens.filter(bool))
 def test_after_the_plan_llama_cpp_reuses_exactly_a_canonical_start(
-    held: tuple[int, ...] | None, prompt: tuple[int, ...], warm: bool
+    held: tuple[int, ...] | None, prompt: tuple[int, ...]
 ) -> None:
     """Whatever the slot holds (or if that is unknown), the cut leaves llama.cpp one choice."""
-    plan = (plan_warm if warm else plan_score)(held, prompt, vocab_size=VOCAB)
-    if plan is None:
-        assert warm and held is not None and held[: len(prompt)] == prompt
-        return
+    plan = plan_score(held, prompt, vocab_size=VOCAB)
     cache = held if held is not None else (*prompt, 2, 1)  # an unknown slot may hold anything
     if plan.cut is not None:
         assert len(plan.cut) == plan.start + 1 and plan.cut[:-1] == prompt[: plan.start]

@@ -12,6 +12,7 @@ import pytest_asyncio
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
+from openjev.adapters.embedded.cache_plan import ALIGN
 from openjev.http.app import create_app
 from openjev.http.openapi_docs import AGENT_EXAMPLE, DECISIONS_EXAMPLE, EXAMPLE_REQUEST
 from openjev.settings import load_settings
@@ -72,7 +73,8 @@ async def test_the_spec_example_is_answered_with_cache_hits_and_exact_usage(clie
     assert math.fsum(answers["urgency"]["probabilities"].values()) == pytest.approx(1.0, abs=1e-6)
     prefix = int(response.headers["x-openjev-prefix-tokens"])
     cached = int(response.headers["x-openjev-cached-tokens"])
-    assert prefix > 0 and cached >= 3 * prefix  # every branch reused the warmed prefix
+    assert prefix > 0 and cached >= 3 * (prefix // ALIGN * ALIGN)  # every branch reused the warmed prefix
+    # (deterministic: its whole groups of ALIGN tokens)
     assert body["usage"]["output_tokens"] == 4
     assert body["usage"]["input_tokens"] > 4 * prefix
     assert "prefill" in response.headers["server-timing"]

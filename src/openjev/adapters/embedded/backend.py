@@ -27,14 +27,12 @@ from typing import Any
 import msgspec
 
 from openjev.adapters.common_prefix import common_prefix_length
-from openjev.adapters.embedded.cache_plan import CachePlan, canonical_start, plan_score, plan_warm, warm_prefix
+from openjev.adapters.embedded.cache_plan import CachePlan, canonical_start, plan_score, warm_prefix
 from openjev.adapters.embedded.llama_engine import HTTP_TIMEOUT_SECONDS, Engine, EngineConfig, LlamaEngine
 from openjev.adapters.embedded.llama_protocol import (
     FALLBACK_LABEL_BIAS,
     LABEL_BIAS,
-    PromptTokensDetails,
     ReplyCollector,
-    Usage,
     label_mass,
     label_probabilities,
     raw_request,
@@ -162,14 +160,15 @@ class EmbeddedBackend:
     # -- calls
 
     async def warm(self, call_id: str, token_ids: Sequence[int]) -> CallUsage:
-        """Prefill the shared prefix (deterministic: its whole groups only, see cache_plan.py)."""
+        """Prefill the shared prefix. Deterministic: only its whole groups now (cache_plan.py), the
+        last few tokens with each branch; the usage still counts the whole prefix."""
         prefix = warm_prefix(token_ids) if self.config.deterministic else token_ids
         if not prefix:  # shorter than one group: nothing to warm, but a stopped engine is still an error
             if not self.started:
                 raise BackendUnavailable("the embedded llama.cpp engine is not running")
-            return CallUsage(prompt_tokens=0, cached_tokens=0)
+            return CallUsage(prompt_tokens=len(token_ids), cached_tokens=0)
         reply = await self._call(call_id, prefix, lambda slot: warm_request(prefix, slot=slot), warm_up=True)
-        return reply.call_usage()
+        return CallUsage(prompt_tokens=len(token_ids), cached_tokens=reply.call_usage().cached_tokens)
 
     async def score(self, call_id: str, token_ids: Sequence[int], label_ids: Sequence[int]) -> LabelScores:
         distinct = list(dict.fromkeys(label_ids))
@@ -298,11 +297,7 @@ class EmbeddedBackend:
 
         if not self.config.deterministic:
             return lambda: _held_after(_complete(engine, body, stop), prompt)
-        held = self._held[slot]
-        planner = plan_warm if warm_up else plan_score
-        plan = planner(held, prompt, vocab_size=engine.vocab_size)
-        if plan is None:  # a warm-up of a prefix the slot already holds
-            return lambda: (_cached_reply(len(prompt)), held)
+        plan = plan_score(self._held[slot], prompt, vocab_size=engine.vocab_size)
         return lambda: _run_planned(engine, slot, prompt, body, plan, stop)
 
     def _start_engine_call(self, executor: ThreadPoolExecutor, work: Callable[[], Done]) -> asyncio.Future[Done]:
@@ -414,14 +409,6 @@ def _run_planned(
             return _held_after(reply, prompt)
         log.warning("embedded_cache_plan_missed", slot=slot, planned=attempt.start, reused=reply.reused())
     raise BackendError(f"llama.cpp reused {reply.reused()} tokens of a slot just cut to none: not reproducible")
-
-
-def _cached_reply(prompt_tokens: int) -> ReplyCollector:
-    """The reply of a warm-up that had nothing to evaluate: the slot already held the prefix."""
-    reply = ReplyCollector()
-    details = PromptTokensDetails(cached_tokens=prompt_tokens)
-    reply.usage = Usage(prompt_tokens=prompt_tokens, prompt_tokens_details=details)
-    return reply
 
 
 def _shutdown_when_loaded(loading: asyncio.Future[Engine]) -> None:

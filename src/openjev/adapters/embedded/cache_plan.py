@@ -46,20 +46,10 @@ def plan_score(held: Sequence[int] | None, prompt: Sequence[int], *, vocab_size:
     return _plan(held, prompt, start, reused, vocab_size)
 
 
-def plan_warm(held: Sequence[int] | None, prefix: Sequence[int], *, vocab_size: int) -> CachePlan | None:
-    """The plan for a warm-up of `prefix` (already cut to a multiple of `ALIGN`); None: nothing to do.
-
-    Only whole groups are warmed, so every token of the prefix is computed as a cold evaluation of
-    any longer prompt computes it; the branches then evaluate from its end. A prefix the slot
-    already holds is not evaluated again: llama.cpp would recompute its last token alone.
-    """
-    if held is not None and common_prefix_length(held, prefix) >= len(prefix):
-        return None
-    return plan_score(held, prefix, vocab_size=vocab_size)
-
-
 def warm_prefix(prefix: Sequence[int]) -> Sequence[int]:
-    """The part of a shared prefix worth warming: its whole groups of `ALIGN` tokens."""
+    """The part of a shared prefix to warm: its whole groups of `ALIGN` tokens, so every token of
+    it is computed as a cold evaluation of any longer prompt computes it (the rest is evaluated
+    with each branch)."""
     return prefix[: _aligned(len(prefix))]
 
 
