@@ -260,7 +260,7 @@ class EmbeddedBackend:
         try:
             await lock.acquire()
             try:
-                work = self._work(engine, call_id, route.slot, token_ids, make_request(route.slot), warm_up=warm_up)
+                work = self._work(engine, call_id, route.slot, token_ids, make_request(route.slot))
                 future = self._start_engine_call(executor, work)
             except BaseException:
                 lock.release()
@@ -281,8 +281,6 @@ class EmbeddedBackend:
         slot: int,
         token_ids: Sequence[int],
         request: dict[str, Any],
-        *,
-        warm_up: bool,
     ) -> Callable[[], Done]:
         """What the worker thread runs for this call, planned against what the slot holds now."""
         if self._closing:

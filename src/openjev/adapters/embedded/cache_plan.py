@@ -43,7 +43,9 @@ def plan_score(held: Sequence[int] | None, prompt: Sequence[int], *, vocab_size:
     """
     reused = _reused(held, prompt)
     start = _aligned(min(reused, len(prompt) - MIN_BATCH))
-    return _plan(held, prompt, start, reused, vocab_size)
+    if held is not None and reused == start:
+        return CachePlan(start=start)
+    return CachePlan(start=start, cut=(*prompt[:start], _other_token(prompt[start], vocab_size)))
 
 
 def warm_prefix(prefix: Sequence[int]) -> Sequence[int]:
@@ -66,12 +68,6 @@ def _reused(held: Sequence[int] | None, prompt: Sequence[int]) -> int:
 
 def _aligned(tokens: int) -> int:
     return max(tokens, 0) // ALIGN * ALIGN
-
-
-def _plan(held: Sequence[int] | None, prompt: Sequence[int], start: int, reused: int, vocab_size: int) -> CachePlan:
-    if held is not None and reused == start:
-        return CachePlan(start=start)
-    return CachePlan(start=start, cut=(*prompt[:start], _other_token(prompt[start], vocab_size)))
 
 
 def _other_token(token: int, vocab_size: int) -> int:
