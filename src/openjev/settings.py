@@ -106,7 +106,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     kv_cache_dtype: KVCacheDtype = "bf16"
     startup_timeout: PositiveFloat = 1800.0
 
-    # Embedded llama.cpp backend (defaults sized for a 2-core machine).
+    # Embedded backend (defaults sized for a 2-core machine). Its engine: OpenVINO where the model's
+    # architecture is one OpenVINO reads (llama, qwen2, qwen3: the packaged models), else llama.cpp.
+    engine: Literal["auto", "openvino", "llama.cpp"] = "auto"
     cache_dir: str | None = None  # where packaged models are assembled; default $XDG_CACHE_HOME/openjev.
     threads: Positive | None = None  # default: the number of CPUs.
     parallel_slots: Positive = 4

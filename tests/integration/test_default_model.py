@@ -13,6 +13,7 @@ import pytest_asyncio
 
 from openjev.adapters.embedded.backend import EmbeddedBackend
 from openjev.adapters.embedded.packaged_models import DEFAULT_MODEL, model_file, verify
+from openjev.adapters.openvino.backend import OpenVINOBackend
 from openjev.bootstrap import build_runtime, limits_from, serving
 from openjev.contracts import systemone
 from openjev.domain.errors import StartupError
@@ -25,12 +26,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("openjev-cache")
+def cache(model_cache: Path) -> Path:
+    return model_cache
 
 
-async def test_the_default_model_is_assembled_from_its_packages_and_verified(cache: Path) -> None:
-    path = model_file(DEFAULT_MODEL, cache)
+async def test_the_default_model_is_assembled_from_its_packages_and_verified(tmp_path: Path) -> None:
+    path = model_file(DEFAULT_MODEL, tmp_path)
     assert path.stat().st_size == DEFAULT_MODEL.size
     verify(DEFAULT_MODEL, path)
 
@@ -48,7 +49,7 @@ async def test_a_corrupted_default_model_refuses_to_start(cache: Path, tmp_path:
     runtime = build_runtime(load_settings({"OPENJEV_CACHE_DIR": str(corrupt)}))
     with pytest.raises(StartupError, match=r"sha256 .* expected " + DEFAULT_MODEL.sha256):
         await runtime.backend.start()
-    assert isinstance(runtime.backend, EmbeddedBackend) and not runtime.backend.started
+    assert isinstance(runtime.backend, EmbeddedBackend | OpenVINOBackend) and not runtime.backend.started
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

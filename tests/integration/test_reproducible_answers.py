@@ -13,6 +13,7 @@ import json
 import threading
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,8 +38,8 @@ SLOTS = 4  # the default OPENJEV_PARALLEL_SLOTS
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    cache = tmp_path_factory.mktemp("openjev-cache")
+def server(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Iterator[str]:
+    cache = model_cache
     log = tmp_path_factory.mktemp("logs") / "server.log"
     env = {"OPENJEV_CACHE_DIR": str(cache), "OPENJEV_REQUEST_TIMEOUT": "600"}
     with openjev_server(env=env, log=log) as url:
@@ -96,4 +97,4 @@ def test_the_same_with_rotate_bias_removal(server: str) -> None:
 
 def test_the_health_detail_says_the_answers_are_deterministic(server: str) -> None:
     with urllib.request.urlopen(server + "/health", timeout=30) as reply:
-        assert "deterministic: one engine call at a time" in reply.read().decode()
+        assert "deterministic" in reply.read().decode()

@@ -1,13 +1,22 @@
-"""Runtime for the embedded backend: llama.cpp in process, codec and name from the GGUF itself."""
+"""Runtime for the embedded backend: OpenVINO or llama.cpp in process, codec and name from the GGUF itself.
+
+The engine (`OPENJEV_ENGINE`): `auto` takes OpenVINO when it is installed and reads the model's
+architecture (`OPENVINO_ARCHITECTURES`: the packaged models), llama.cpp otherwise; both load the
+same verified GGUF and answer the same prompts (docs/performance.md).
+"""
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 from openjev.adapters.embedded.backend import EmbeddedBackend
 from openjev.adapters.embedded.gguf_codec import GGUFCodec
-from openjev.adapters.embedded.llama_engine import Engine, EngineConfig, LlamaEngine
+from openjev.adapters.embedded.llama_engine import Engine, EngineConfig, LlamaEngine, available_cpus
 from openjev.adapters.embedded.model import describe_model, resolve_model_path
-from openjev.adapters.embedded.packaged_models import verify
-from openjev.domain.ports import PromptCodec
+from openjev.adapters.embedded.packaged_models import PackagedModel, sha256_of, verify
+from openjev.domain.errors import StartupError
+from openjev.domain.ports import PromptCodec, ScoringBackend
 from openjev.runtime import Runtime
 from openjev.settings import Settings
 
@@ -21,27 +30,13 @@ def build_runtime(settings: Settings) -> Runtime:
     """
     path, packaged = resolve_model_path(settings.model, settings.resolved_cache_dir(), revision=settings.revision)
     info = describe_model(path, settings.served_model_name or (packaged.public_name if packaged else None))
-
-    def load_engine(config: EngineConfig) -> Engine:
-        if packaged is not None:
-            verify(packaged, path)
-        return LlamaEngine.load(config)
-
-    backend = EmbeddedBackend(
-        EngineConfig.create(
-            path,
-            threads=settings.threads,
-            parallel_slots=settings.parallel_slots,
-            slot_context=settings.slot_context,
-            verbose=settings.log_level == "debug",
-            deterministic=settings.deterministic is not False,
-        ),
-        load_engine=load_engine,
-    )
+    engine = choose_engine(settings.engine, info.architecture)
+    build = _openvino_backend if engine == "openvino" else _llama_backend
+    backend = build(settings, path, packaged)
 
     def load_codec() -> PromptCodec:
         codec = GGUFCodec.from_gguf(path)
-        if backend.started:  # prove the rebuilt tokenizer matches llama.cpp's before serving
+        if isinstance(backend, EmbeddedBackend) and backend.started:  # prove it tokenizes as llama.cpp does
             backend.check_codec(codec)
         return codec
 
@@ -54,4 +49,64 @@ def build_runtime(settings: Settings) -> Runtime:
         model_description=info.description,
         accepted_models=frozenset({info.public_name, real_name, info.file_stem, info.short_stem}),
         default_debias=packaged.debias if packaged else None,
+    )
+
+
+OPENVINO_ARCHITECTURES = frozenset({"llama", "qwen2", "qwen3"})  # what OpenVINO GenAI's GGUF reader builds
+
+
+def choose_engine(setting: str, architecture: str) -> str:
+    """`openvino` or `llama.cpp` for OPENJEV_ENGINE and the GGUF's architecture."""
+    if setting == "llama.cpp":
+        return setting
+    installed = all(importlib.util.find_spec(name) is not None for name in ("openvino", "openvino_genai"))
+    if setting == "openvino":
+        if not installed:
+            raise StartupError("OPENJEV_ENGINE=openvino needs `openvino` and `openvino-genai`: run `uv sync`")
+        if architecture not in OPENVINO_ARCHITECTURES:
+            raise StartupError(
+                f"OpenVINO cannot read a `{architecture}` GGUF (it reads {', '.join(sorted(OPENVINO_ARCHITECTURES))}): "
+                "use OPENJEV_ENGINE=llama.cpp or auto"
+            )
+        return setting
+    return "openvino" if installed and architecture in OPENVINO_ARCHITECTURES else "llama.cpp"
+
+
+def _openvino_backend(settings: Settings, path: Path, packaged: PackagedModel | None) -> ScoringBackend:
+    from openjev.adapters.openvino.backend import OpenVINOBackend
+    from openjev.adapters.openvino.convert import ensure_model
+    from openjev.adapters.openvino.engine import EngineConfig as OpenVINOConfig
+    from openjev.adapters.openvino.engine import OpenVINOEngine
+
+    cache_dir = settings.resolved_cache_dir()
+
+    def load_engine(config: OpenVINOConfig) -> OpenVINOEngine:
+        if packaged is not None:
+            verify(packaged, path)
+        source_sha256 = packaged.sha256 if packaged is not None else sha256_of(path)
+        model_xml = ensure_model(path, source_sha256, cache_dir)
+        return OpenVINOEngine.load(OpenVINOConfig(model_xml=model_xml, threads=config.threads, context=config.context))
+
+    threads = settings.threads or available_cpus()
+    return OpenVINOBackend(
+        OpenVINOConfig(model_xml=path, threads=threads, context=settings.slot_context), load_engine=load_engine
+    )
+
+
+def _llama_backend(settings: Settings, path: Path, packaged: PackagedModel | None) -> EmbeddedBackend:
+    def load_engine(config: EngineConfig) -> Engine:
+        if packaged is not None:
+            verify(packaged, path)
+        return LlamaEngine.load(config)
+
+    return EmbeddedBackend(
+        EngineConfig.create(
+            path,
+            threads=settings.threads,
+            parallel_slots=settings.parallel_slots,
+            slot_context=settings.slot_context,
+            verbose=settings.log_level == "debug",
+            deterministic=settings.deterministic is not False,
+        ),
+        load_engine=load_engine,
     )

@@ -1,0 +1,141 @@
+"""The OpenVINO model of a GGUF: built once from the verified file, kept in the cache, checked at every start.
+
+Steps, in a child process so that their memory (about 3 GB at the peak) is returned to the system
+before the server loads anything: the GGUF's k-quant matrices are rewritten as Q8_0
+(`requantize.py`); OpenVINO GenAI's GGUF reader turns that file into an OpenVINO model (its
+`enable_save_ov_model` writes the IR); the language-model head is then cut to the last position,
+so a call computes the 151,936 logits of the one token it reads instead of one row per prompt token.
+
+The result lives in `<cache>/<gguf stem>.<key>.openvino/` with a manifest holding the sha256 of
+each file; the key covers the source GGUF's sha256 and the OpenVINO version, so a new model or a
+new OpenVINO builds a new one. Every start re-hashes the files against the manifest, as the
+packaged GGUF is re-hashed, so a damaged or altered model refuses to load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import msgspec
+
+from openjev.domain.errors import StartupError
+from openjev.logs import get_logger
+
+log = get_logger("openjev.openvino")
+MODEL_XML = "model.xml"
+MODEL_BIN = "model.bin"
+MANIFEST = "manifest.json"
+_CHUNK = 8 * 1024 * 1024
+
+
+class Manifest(msgspec.Struct, frozen=True):
+    source: str  # the GGUF's file name
+    source_sha256: str
+    openvino: str
+    files: dict[str, str]  # file name -> sha256
+
+
+def openvino_version() -> str:
+    return importlib.metadata.version("openvino")
+
+
+def model_dir(gguf_path: Path, source_sha256: str, cache_dir: Path) -> Path:
+    key = hashlib.sha256(f"{source_sha256}:{openvino_version()}:q8_0:last".encode()).hexdigest()[:16]
+    return cache_dir / f"{gguf_path.stem}.{key}.openvino"
+
+
+def ensure_model(gguf_path: Path, source_sha256: str, cache_dir: Path) -> Path:
+    """The checked IR (`model.xml`) for the GGUF, built first if the cache has none (a minute, once)."""
+    target = model_dir(gguf_path, source_sha256, cache_dir)
+    if not (target / MANIFEST).is_file():
+        _build(gguf_path, source_sha256, target)
+    verify(target)
+    return target / MODEL_XML
+
+
+def verify(folder: Path) -> Manifest:
+    """Re-hash the IR against its manifest; StartupError naming the folder to delete when they differ."""
+    try:
+        manifest = msgspec.json.decode((folder / MANIFEST).read_bytes(), type=Manifest)
+    except (OSError, msgspec.DecodeError) as exc:
+        raise StartupError(
+            f"the OpenVINO model in {folder} has no readable manifest ({exc}): delete the folder"
+        ) from None
+    for name, expected in manifest.files.items():
+        actual = sha256_of(folder / name)
+        if actual != expected:
+            raise StartupError(
+                f"{folder / name} has sha256 {actual}, not the {expected} it was built with: it was damaged or "
+                f"changed; delete {folder} and start again to rebuild it"
+            )
+    return manifest
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as handle:
+            while block := handle.read(_CHUNK):
+                digest.update(block)
+    except OSError as exc:
+        raise StartupError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return digest.hexdigest()
+
+
+def _build(gguf_path: Path, source_sha256: str, target: Path) -> None:
+    started = time.perf_counter()
+    log.info("openvino_model_building", source=gguf_path.name, into=str(target))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+    try:
+        command = [sys.executable, "-m", "openjev.adapters.openvino.convert", str(gguf_path), str(work)]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0 or not (work / MODEL_XML).is_file():
+            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+            raise StartupError(
+                f"OpenVINO could not convert {gguf_path.name} (exit {done.returncode}): {' / '.join(tail)}; "
+                "OPENJEV_ENGINE=llama.cpp serves it with llama.cpp instead"
+            )
+        files = {name: sha256_of(work / name) for name in (MODEL_XML, MODEL_BIN)}
+        manifest = Manifest(
+            source=gguf_path.name, source_sha256=source_sha256, openvino=openvino_version(), files=files
+        )
+        (work / MANIFEST).write_bytes(msgspec.json.encode(manifest))
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(work, target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    log.info("openvino_model_built", seconds=round(time.perf_counter() - started, 1))
+
+
+def convert(gguf_path: Path, out: Path) -> None:
+    """The child process's work: Q8_0 GGUF, OpenVINO IR, head cut to the last position, saved in `out`."""
+    import openvino as ov  # type: ignore[import-untyped]  # the child alone imports these
+    import openvino_genai  # type: ignore[import-untyped]
+
+    from openjev.adapters.openvino.graph import last_position_only
+    from openjev.adapters.openvino.requantize import requantize
+
+    staging = out / "staging"
+    staging.mkdir()
+    requantized = staging / "model.gguf"
+    requantize(gguf_path, requantized)
+    os.chdir(staging)  # where the reader writes the IR it was asked to save
+    openvino_genai.LLMPipeline(str(requantized), "CPU", enable_save_ov_model=True)
+    model = ov.Core().read_model(staging / "openvino_model.xml")
+    last_position_only(model)
+    ov.save_model(model, out / MODEL_XML, compress_to_fp16=False)
+    shutil.rmtree(staging)
+
+
+if __name__ == "__main__":
+    convert(Path(sys.argv[1]), Path(sys.argv[2]))

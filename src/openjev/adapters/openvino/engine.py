@@ -1,0 +1,161 @@
+"""OpenVINO's CPU runtime running the converted model: one blocking step at a time, exact by construction.
+
+The model is stateful: each infer request keeps its own KV cache (one variable per layer and per K
+or V), and a call continues from what its request holds. openjev evaluates a prompt in *canonical
+pieces*: the request's shared prefix from position 0, then the rest from the prefix's end, each in
+pieces of `PIECE` tokens. OpenVINO's kernels give bit-identical results for identical inputs and
+shapes, and a KV cache saved after the prefix and restored later is bit for bit the one computed
+(the cache is float32, `KV_CACHE_PRECISION`), so an answer depends only on its prompt and where
+its prefix ends, never on what else ran, in what order, or what the cache held
+(tests/integration/test_reproducible_answers.py). A long prompt in pieces also lets other
+requests' calls run between them (backend.py).
+
+Precision: weights are int8 (Q8_0); matrix products run in bf16 where the CPU has it (AVX-512 BF16,
+AMX) and in f32 elsewhere; activations are not quantized (`DYNAMIC_QUANTIZATION_GROUP_SIZE` 0),
+which kept label probabilities within about 0.01 of llama.cpp's on the packaged model
+(docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import openvino as ov  # type: ignore[import-untyped]
+
+from openjev.domain.errors import BackendError, StartupError
+from openjev.logs import get_logger
+
+log = get_logger("openjev.openvino")
+PIECE = 256  # tokens per engine step: the longest another request's call waits behind
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    model_xml: Path
+    threads: int
+    context: int  # the longest prompt one call may hold (its KV cache is allocated as it grows)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A request's KV cache after `length` tokens: one float32 array per state variable."""
+
+    length: int
+    arrays: dict[str, np.ndarray]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(array.nbytes for array in self.arrays.values())
+
+
+class Engine(Protocol):
+    """What the backend drives: OpenVINO (`OpenVINOEngine`) or a test double. Every method blocks."""
+
+    vocab_size: int
+    precision: str
+
+    def new_request(self) -> Any: ...
+
+    def reset(self, request: Any) -> None: ...
+
+    def evaluate(self, request: Any, token_ids: Sequence[int], start: int) -> np.ndarray: ...
+
+    def snapshot(self, request: Any, length: int) -> Snapshot: ...
+
+    def restore(self, request: Any, snapshot: Snapshot) -> None: ...
+
+
+class OpenVINOEngine:
+    """The compiled model and the steps the backend runs on its infer requests (blocking)."""
+
+    def __init__(self, compiled: Any, config: EngineConfig, *, vocab_size: int, precision: str) -> None:
+        self._compiled = compiled
+        self.config = config
+        self.vocab_size = vocab_size
+        self.precision = precision
+
+    @classmethod
+    def load(cls, config: EngineConfig) -> OpenVINOEngine:
+        """Read and compile the IR (seconds)."""
+        started = time.perf_counter()
+        core = ov.Core()
+        properties = {
+            "PERFORMANCE_HINT": "LATENCY",
+            "NUM_STREAMS": "1",
+            "INFERENCE_NUM_THREADS": config.threads,
+            "KV_CACHE_PRECISION": "f32",
+            "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0,
+        }
+        try:
+            compiled = core.compile_model(core.read_model(config.model_xml), "CPU", properties)
+        except RuntimeError as exc:
+            raise StartupError(f"OpenVINO could not compile {config.model_xml}: {exc}") from None
+        vocab = int(compiled.output("logits").get_partial_shape()[-1].get_length())
+        precision = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
+        log.info(
+            "openvino_engine_loaded",
+            seconds=round(time.perf_counter() - started, 1),
+            threads=config.threads,
+            precision=precision,
+            capabilities=",".join(core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")),
+        )
+        return cls(compiled, config, vocab_size=vocab, precision=precision)
+
+    def new_request(self) -> Any:
+        return self._compiled.create_infer_request()
+
+    def reset(self, request: Any) -> None:
+        request.reset_state()
+
+    def evaluate(self, request: Any, token_ids: Sequence[int], start: int) -> np.ndarray:
+        """Run `token_ids` at positions `start`… on what `request` holds (exactly `start` tokens);
+        the logits after the last one (float32, one per vocabulary entry)."""
+        if not token_ids:
+            raise BackendError("cannot evaluate an empty piece of prompt")
+        end = start + len(token_ids)
+        if end > self.config.context:
+            raise BackendError(f"a prompt of {end} tokens exceeds the engine's context of {self.config.context}")
+        ids = np.asarray([token_ids], dtype=np.int64)
+        inputs = {
+            "input_ids": ids,
+            "attention_mask": np.ones((1, end), dtype=np.int64),
+            "position_ids": np.arange(start, end, dtype=np.int64)[None],
+            "beam_idx": np.zeros(1, dtype=np.int32),
+        }
+        try:
+            request.infer(inputs)
+            logits: np.ndarray = request.get_tensor("logits").data[0, -1].copy()
+        except RuntimeError as exc:
+            raise BackendError(f"the OpenVINO engine failed: {exc}") from None
+        return logits
+
+    def snapshot(self, request: Any, length: int) -> Snapshot:
+        return Snapshot(length=length, arrays={s.name: s.state.data.copy() for s in request.query_state()})
+
+    def restore(self, request: Any, snapshot: Snapshot) -> None:
+        for state in request.query_state():
+            state.state = ov.Tensor(snapshot.arrays[state.name])
+
+
+def pieces(start: int, end: int) -> list[tuple[int, int]]:
+    """The canonical pieces of positions start…end: `PIECE` tokens each, the last one shorter."""
+    return [(at, min(at + PIECE, end)) for at in range(start, end, PIECE)]
+
+
+def label_logprobs(logits: np.ndarray, label_ids: Sequence[int]) -> tuple[tuple[float, ...], float]:
+    """The labels' log-probabilities under the full next-token softmax, and the labels' share of it."""
+    values = logits.astype(np.float64)
+    top = float(values.max())
+    log_total = top + math.log(float(np.exp(values - top).sum()))
+    logprobs = tuple(float(values[label]) - log_total for label in label_ids)
+    for label, value in zip(label_ids, logprobs, strict=True):
+        if not math.isfinite(value) or value > 0.0:
+            raise BackendError(f"the OpenVINO engine gave token {label} the log-probability {value}")
+    mass = math.fsum(math.exp(value) for value in dict(zip(label_ids, logprobs, strict=True)).values())
+    return logprobs, min(1.0, mass)
