@@ -3,7 +3,10 @@
 What goes into a /generate body and how its reply is read is `wire.py` (pure); the calls travel
 over a lean HTTP/1.1 pool (`http1.py`). The control routes (the start-up wait, limit discovery,
 /health, /abort_request) are `control.py`; the checks on a backend openjev did not configure, and
-the watch on label log-probabilities, are `checks.py`. This module puts them together.
+the watch on label log-probabilities, are `checks.py`. Whether the peer is an SGLang worker or
+SGLang's router, and what follows, is `peer.py`: a worker gets a request's branches in one batch
+body, a router (which refuses batch bodies) one body per branch, sent at once. This module puts
+them together.
 """
 
 from __future__ import annotations
@@ -25,9 +28,18 @@ from openjev.adapters.sglang.http1 import (
     ReplyStalled,
     ReplyTooLarge,
 )
+from openjev.adapters.sglang.peer import (
+    HEALTH_ROUTE,
+    PROBE_LABEL_ID,
+    Peer,
+    PeerSetting,
+    range_checked,
+    vocab_from_refusal,
+)
 from openjev.adapters.sglang.wire import (
     Generate,
     MetaInfo,
+    error_message,
     label_logprobs,
     label_mass,
     max_reply_bytes,
@@ -38,9 +50,17 @@ from openjev.adapters.sglang.wire import (
     usage,
     warm_body,
 )
-from openjev.domain.errors import BackendError, BackendUnavailable, OpenJevError, StartupError
+from openjev.domain.errors import (
+    BackendError,
+    BackendUnavailable,
+    InvalidRequest,
+    OpenJevError,
+    StartupError,
+    first_error,
+)
 from openjev.domain.limits import Limits
 from openjev.domain.ports import BackendHealth, CallUsage, LabelScores, ScoreCall
+from openjev.domain.validation import out_of_vocabulary
 from openjev.ids import random_id
 from openjev.logs import get_logger
 
@@ -67,7 +87,11 @@ class SGLangBackend:
     pool holds CONTROL_CONNECTIONS more, and /health and /abort_request never wait behind slow
     calls. `reply_cap` is the largest /generate reply taken (`wire.max_reply_bytes` for the limits
     in force), and `read_timeout` the longest silence within one. `url` may be SGLang's router
-    (docs/sglang.md).
+    (docs/sglang.md §3); `peer` forces how it is driven when start-up would guess wrong (peer.py).
+
+    No token id outside the model's vocabulary is ever sent: one in `input_ids` makes SGLang 0.5.23
+    exit. The size is SGLang's own (its refusal of an out-of-vocabulary label says it), else the
+    tokenizer's (`use_tokenizer_vocab`); a call carrying such an id fails before it is sent.
     """
 
     def __init__(
@@ -81,6 +105,7 @@ class SGLangBackend:
         expected_model: str | None = None,
         reply_cap: int = max_reply_bytes(_DEFAULT_LIMITS.max_concurrent_branches, _DEFAULT_LIMITS.max_options),
         read_timeout: float = READ_TIMEOUT,
+        peer: PeerSetting = "auto",
     ) -> None:
         self.url = url.rstrip("/")
         self._api_key = api_key
@@ -95,6 +120,10 @@ class SGLangBackend:
         self._context: int | None = context_length
         self._health = HealthMonitor(self._probe, name=f"SGLang at {self.url}")
         self._labels = LabelLogprobWatch(self.url)
+        self._peer_setting: PeerSetting = peer
+        self.peer: Peer = "worker" if peer == "auto" else peer  # what start-up found (or was told)
+        self._vocab: int | None = None  # SGLang's vocabulary size, when it says
+        self._tokenizer_vocab: int | None = None
         self.model_info: dict[str, Any] = {}
         self.kv_cache_dtype: str | None = None
 
@@ -109,20 +138,38 @@ class SGLangBackend:
         began = loop.time()
         await self._control.wait_healthy(self._startup_timeout)
         facts = await self._control.read_info(
-            expected_model=self._expected_model, configured_context=self._configured_context
+            expected_model=self._expected_model, configured_context=self._configured_context, peer=self._peer_setting
         )
+        self.peer = facts.peer.peer
         self.model_info, self.kv_cache_dtype = facts.model_info, facts.kv_cache_dtype
         self._context = facts.context_tokens
+        log.info("sglang_peer", url=self.url, peer=self.peer, how=facts.peer.reason)
+        self._control.health_route = HEALTH_ROUTE[self.peer]
+        if self.peer == "router":
+            self._control.takes_aborts = False
+            log.warning(
+                "sglang_abort_unsupported",
+                url=self.url,
+                detail="SGLang's router has no /abort_request: calls of a request that fails, times out or is "
+                "abandoned run to completion on the workers",
+            )
+            # A router's /health is 200 with no healthy worker; its /health_generate is not.
+            await self._control.wait_healthy(max(self._startup_timeout - (loop.time() - began), 0.1))
         if self._api_key:
             await verify_key_enforced(self._control.session, self.url)
+        if self.peer == "worker" and range_checked(facts.server_info):
+            await self._learn_vocab()
         await self._check_label_logprobs()
-        report_kv_cache(self.url, self.kv_cache_dtype)
+        if self.peer == "worker":
+            report_kv_cache(self.url, self.kv_cache_dtype)
         log.info(
             "sglang_ready",
             url=self.url,
+            peer=self.peer,
             waited_s=round(loop.time() - began, 1),
             model=self.model_info.get("model_path"),
             context_tokens=self._context,
+            vocab_size=self._vocab,
             kv_cache_dtype=self.kv_cache_dtype,
             reply_cap_bytes=self.reply_cap,
         )
@@ -136,6 +183,14 @@ class SGLangBackend:
 
     def context_tokens(self) -> int | None:
         return self._context
+
+    def vocab_size(self) -> int | None:
+        """SGLang's vocabulary size when it said, else the tokenizer's (`use_tokenizer_vocab`), else None."""
+        return self._vocab if self._vocab is not None else self._tokenizer_vocab
+
+    def use_tokenizer_vocab(self, size: int | None) -> None:
+        """The tokenizer's vocabulary size: the bound on sent ids when SGLang does not say its own."""
+        self._tokenizer_vocab = size
 
     async def health(self) -> BackendHealth:
         if not self._control.is_open:
@@ -152,6 +207,7 @@ class SGLangBackend:
     # -- calls ---------------------------------------------------------------------------------------
 
     async def warm(self, call_id: str, token_ids: Sequence[int]) -> CallUsage:
+        self._refuse_out_of_vocabulary([token_ids])
         (meta,) = await self._generate(warm_body(call_id, token_ids))
         return usage(meta)
 
@@ -160,10 +216,19 @@ class SGLangBackend:
         return scores
 
     async def score_many(self, calls: Sequence[ScoreCall]) -> list[LabelScores]:
-        """Every call in one /generate: a batch body for two or more, the plain body for one."""
+        """A worker: every call in one /generate (a batch body for two or more, the plain body for one).
+
+        A router refuses batch bodies: one /generate per call, all at once, so that cache-aware
+        routing sees them together and keeps them on the worker that holds their prefix. The first
+        failure cancels the others and is raised.
+        """
         if not calls:
             return []
-        metas = await self._generate(score_body(calls))
+        self._refuse_out_of_vocabulary([call.token_ids for call in calls])
+        if self.peer == "worker" or len(calls) == 1:
+            metas = await self._generate(score_body(calls))
+        else:
+            metas = await self._generate_each(calls)
         self._labels_seen(metas)
         results: list[LabelScores] = []
         for meta, call in zip(metas, calls, strict=True):
@@ -199,8 +264,48 @@ class SGLangBackend:
         self._labels.answered(metas[0].has_label_logprobs)
 
     async def abort(self, call_ids: Sequence[str]) -> None:
-        """POST /abort_request for each call; best effort, quick, never raises (but lets a cancel through)."""
+        """POST /abort_request for each call (not to a router); best effort, quick, never raises."""
         await self._control.abort([rid_for(c) for c in call_ids])
+
+    # -- the vocabulary --------------------------------------------------------------------------------
+
+    async def _learn_vocab(self) -> None:
+        """Ask for one label no vocabulary has: SGLang >= 0.5.23 refuses it with 400 naming its vocabulary size.
+
+        Only asked of an SGLang whose /server_info version is known to check label ids (`peer.range_checked`);
+        an older one might fail inside the model instead.
+        """
+        pool = self._generate_pool
+        if pool is None:
+            return
+        body = score_body([ScoreCall(random_id(), (0,), (PROBE_LABEL_ID,))]).body
+        try:
+            reply = await pool.post("/generate", _encode.encode(body))
+        except (ConnectFailed, ConnectionDropped, ReplyTooLarge, ReplyStalled, HTTPFailure) as exc:
+            log.warning("sglang_vocab_unknown", url=self.url, detail=f"the vocabulary probe failed: {exc}")
+            return
+        self._vocab = vocab_from_refusal(error_message(reply.body)) if reply.status == 400 else None
+        if self._vocab is None:
+            log.warning(
+                "sglang_vocab_unknown",
+                url=self.url,
+                detail=f"SGLang did not say its vocabulary size (the probe got {reply.status}): "
+                "the tokenizer's bounds the ids sent",
+            )
+
+    def _refuse_out_of_vocabulary(self, id_lists: Sequence[Sequence[int]]) -> None:
+        """InvalidRequest (nothing sent) when a prompt id lies outside the vocabulary: SGLang would exit on it.
+
+        The use case refuses such a request before any call (`validate_vocabulary`): this is the
+        adapter's own guarantee. Label ids are SGLang's to check (400, a BackendError).
+        """
+        vocab = self.vocab_size()
+        if vocab is None:
+            return
+        for ids in id_lists:
+            if ids and (max(ids) >= vocab or min(ids) < 0):
+                bad = next(token for token in ids if not 0 <= token < vocab)
+                raise InvalidRequest.one(("body",), out_of_vocabulary(bad, vocab), "token_out_of_vocabulary")
 
     # -- /generate ------------------------------------------------------------------------------------
 
@@ -214,6 +319,15 @@ class SGLangBackend:
             read_timeout=self._read_timeout,
             headers=self._control.headers(),
         )
+
+    async def _generate_each(self, calls: Sequence[ScoreCall]) -> list[MetaInfo]:
+        """One plain /generate per call, concurrently; the first failure cancels the rest and is raised."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(self._generate(score_body([call]))) for call in calls]
+        except BaseExceptionGroup as failed:
+            raise first_error(failed) from None
+        return [task.result()[0] for task in tasks]
 
     async def _generate(self, sent: Generate) -> list[MetaInfo]:
         """POST /generate; the items' meta_info in order, each checked against `sent` (wire.read_reply).
