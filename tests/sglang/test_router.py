@@ -7,6 +7,7 @@ calls at once, and cache-aware routing keeps them on the worker that holds their
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -16,9 +17,14 @@ from typing import Any
 import pytest
 import structlog
 
+from openjev.adapters.fake.codec import ChatMLByteCodec
 from openjev.adapters.sglang.backend import SGLangBackend
+from openjev.contracts import systemone
 from openjev.domain.errors import BackendError, InvalidRequest, StartupError
+from openjev.domain.labels import verify_labels
+from openjev.domain.limits import Limits
 from openjev.domain.ports import ScoreCall
+from openjev.evaluation import Evaluator
 from tests.sglang.router import Router, router_process
 from tests.sglang_emulator import EmulatorConfig, EmulatorThread, logprob_of
 
@@ -148,15 +154,21 @@ async def test_a_label_out_of_the_vocabulary_gets_the_workers_refusal_through_th
         await backend.score(new_id(), PREFIX, (*LABELS, 151_940))
 
 
-async def test_a_prompt_id_out_of_the_vocabulary_is_never_sent(
+async def test_a_prompt_id_out_of_the_vocabulary_is_refused_before_any_call(
     backend: SGLangBackend, workers: tuple[EmulatorThread, EmulatorThread]
 ) -> None:
-    backend.use_tokenizer_vocab(151_669)  # what the build does once the tokenizer is loaded
-    with pytest.raises(InvalidRequest, match="token id 151700 is outside the model's vocabulary"):
-        await backend.score_many([ScoreCall(new_id(), [*PREFIX, 151_700], LABELS), ScoreCall(new_id(), PREFIX, LABELS)])
-    with pytest.raises(InvalidRequest):
-        await backend.warm(new_id(), [*PREFIX, 151_700])
-    assert generate_bodies(workers) == [[], []]
+    """Behind a router the tokenizer's size is the bound; a tokenizer larger than the model is the danger."""
+    codec = ChatMLByteCodec()
+    labels = verify_labels(codec, 8)
+    evaluator = Evaluator(backend=backend, codec=codec, labels=labels, limits=Limits())
+    raw = json.dumps({"model": "jev-latest", "state": "Hi", "questions": {"q": {"type": "noul"}}}).encode()
+    decision = systemone.parse(raw, Limits(), frozenset()).decision
+    plan = evaluator.prepare(decision).plan
+    backend.use_tokenizer_vocab(max(plan.prefix_ids))  # as if the model had one id fewer than this prompt uses
+    with pytest.raises(InvalidRequest, match="is outside the model's vocabulary") as refused:
+        evaluator.prepare(decision)
+    assert refused.value.issues[0].type == "token_out_of_vocabulary"
+    assert generate_bodies(workers) == [[], []]  # nothing was sent
     assert all(w.emulator.crashed is None for w in workers)
 
 

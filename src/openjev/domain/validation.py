@@ -147,7 +147,7 @@ def validate_vocabulary(plan: PromptPlan, decision: Decision, vocab_size: int | 
 
 
 def _outside(ids: Sequence[int], vocab_size: int) -> int | None:
-    """The first id outside [0, vocab_size), or None (max and min run in C: a scan costs little)."""
-    if not ids or (max(ids) < vocab_size and min(ids) >= 0):
+    """The first id at or past vocab_size, or None (tokenizers make no negative id; `max` is one C loop)."""
+    if not ids or max(ids) < vocab_size:
         return None
-    return next(token for token in ids if not 0 <= token < vocab_size)
+    return next(token for token in ids if token >= vocab_size)

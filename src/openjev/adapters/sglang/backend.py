@@ -53,14 +53,12 @@ from openjev.adapters.sglang.wire import (
 from openjev.domain.errors import (
     BackendError,
     BackendUnavailable,
-    InvalidRequest,
     OpenJevError,
     StartupError,
     first_error,
 )
 from openjev.domain.limits import Limits
 from openjev.domain.ports import BackendHealth, CallUsage, LabelScores, ScoreCall
-from openjev.domain.validation import out_of_vocabulary
 from openjev.ids import random_id
 from openjev.logs import get_logger
 
@@ -89,9 +87,10 @@ class SGLangBackend:
     in force), and `read_timeout` the longest silence within one. `url` may be SGLang's router
     (docs/sglang.md §3); `peer` forces how it is driven when start-up would guess wrong (peer.py).
 
-    No token id outside the model's vocabulary is ever sent: one in `input_ids` makes SGLang 0.5.23
-    exit. The size is SGLang's own (its refusal of an out-of-vocabulary label says it), else the
-    tokenizer's (`use_tokenizer_vocab`); a call carrying such an id fails before it is sent.
+    `vocab_size()` is the bound the use case holds every request's ids to before any call
+    (`domain.validation.validate_vocabulary`): an id outside the vocabulary in `input_ids` makes
+    SGLang 0.5.23 exit. It is SGLang's own size (its refusal of an out-of-vocabulary label says it),
+    else the tokenizer's (`use_tokenizer_vocab`).
     """
 
     def __init__(
@@ -207,7 +206,6 @@ class SGLangBackend:
     # -- calls ---------------------------------------------------------------------------------------
 
     async def warm(self, call_id: str, token_ids: Sequence[int]) -> CallUsage:
-        self._refuse_out_of_vocabulary([token_ids])
         (meta,) = await self._generate(warm_body(call_id, token_ids))
         return usage(meta)
 
@@ -224,7 +222,6 @@ class SGLangBackend:
         """
         if not calls:
             return []
-        self._refuse_out_of_vocabulary([call.token_ids for call in calls])
         if self.peer == "worker" or len(calls) == 1:
             metas = await self._generate(score_body(calls))
         else:
@@ -292,20 +289,6 @@ class SGLangBackend:
                 detail=f"SGLang did not say its vocabulary size (the probe got {reply.status}): "
                 "the tokenizer's bounds the ids sent",
             )
-
-    def _refuse_out_of_vocabulary(self, id_lists: Sequence[Sequence[int]]) -> None:
-        """InvalidRequest (nothing sent) when a prompt id lies outside the vocabulary: SGLang would exit on it.
-
-        The use case refuses such a request before any call (`validate_vocabulary`): this is the
-        adapter's own guarantee. Label ids are SGLang's to check (400, a BackendError).
-        """
-        vocab = self.vocab_size()
-        if vocab is None:
-            return
-        for ids in id_lists:
-            if ids and (max(ids) >= vocab or min(ids) < 0):
-                bad = next(token for token in ids if not 0 <= token < vocab)
-                raise InvalidRequest.one(("body",), out_of_vocabulary(bad, vocab), "token_out_of_vocabulary")
 
     # -- /generate ------------------------------------------------------------------------------------
 
