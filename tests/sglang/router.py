@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -57,13 +58,39 @@ class Router:
         return self.log.read_text(errors="replace")
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+        """SIGTERM to the router's process group (the launcher's children too), then SIGKILL."""
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, sig)
             try:
                 self.process.wait(timeout=10)
+                if not group_alive(self.process.pid):
+                    return
             except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+                pass
+            deadline = time.monotonic() + 5
+            while group_alive(self.process.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if not group_alive(self.process.pid):
+                return
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group `pgid` is still there (zombies aside)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
 
 
 def start_router(workers: Sequence[str], log: Path, *, port: int | None = None, wait: bool = True) -> Router:

@@ -104,10 +104,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
         api = f"http://127.0.0.1:{port}"
+        stack = None
         try:
             wait_until(lambda: health_status(api) == 200 or process.poll() is not None, 60, "openjev to be ready")
             assert process.poll() is None, log.read_text()
-            yield Stack([one, two], router, api, process, log)
+            stack = Stack([one, two], router, api, process, log)
+            yield stack
         finally:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
@@ -116,7 +118,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 except subprocess.TimeoutExpired:
                     os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
-            router.stop()
+            (stack.router if stack is not None else router).stop()  # the one started last, if a test restarted it
 
 
 def systemone(n: int, state: str = "I was charged twice. Please refund the duplicate.") -> dict[str, Any]:
