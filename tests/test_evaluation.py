@@ -261,3 +261,34 @@ async def test_call_limit_gives_back_the_places_of_a_cancelled_waiter() -> None:
     with pytest.raises(ValueError, match="cannot fit"):
         async with limit.hold(3):
             pass
+
+
+class _SmallVocabulary(FakeBackend):
+    """A backend whose model has fewer ids than the codec makes: a tokenizer that does not match it."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def vocab_size(self) -> int | None:
+        return self.size
+
+
+def test_an_id_outside_the_models_vocabulary_is_refused_before_any_call() -> None:
+    prepared = evaluator(FakeBackend()).prepare(request())
+    plan = prepared.plan
+    state_top = max(plan.prefix_ids)
+    question_top = max(max((*b.suffix_ids, *b.label_ids)) for b in plan.branches)
+    assert question_top > state_top  # the questions' text and labels reach further than this state
+    backend = _SmallVocabulary(question_top)  # only the top id is missing
+    with pytest.raises(InvalidRequest) as info:
+        evaluator(backend).prepare(request())
+    [issue] = info.value.issues
+    assert issue.type == "token_out_of_vocabulary"
+    assert issue.loc[:2] == ("body", "questions")
+    assert f"token id {question_top} is outside the model's vocabulary (ids 0 to {question_top - 1})" in issue.msg
+    with pytest.raises(InvalidRequest) as info:
+        evaluator(_SmallVocabulary(state_top)).prepare(request())
+    assert info.value.issues[0].loc == ("body", "state")
+    assert backend.calls == []
+    assert evaluator(_SmallVocabulary(question_top + 1)).prepare(request()).plan == plan  # all inside: served

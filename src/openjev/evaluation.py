@@ -34,7 +34,7 @@ from openjev.domain.ports import CallUsage, LabelScores, PromptCodec, ScoreCall,
 from openjev.domain.prompt import Branch, PromptPlan, build_plan, prompt_text, token_floors
 from openjev.domain.scoring_math import ConfidenceFormula
 from openjev.domain.state import content_free
-from openjev.domain.validation import validate_token_floor, validate_tokens
+from openjev.domain.validation import validate_token_floor, validate_tokens, validate_vocabulary
 from openjev.ids import random_id
 from openjev.logs import get_logger
 from openjev.prior_cache import PriorCache, prior_key
@@ -122,6 +122,7 @@ class Evaluator:
         validate_token_floor(prefix_floor, ask_floors, decision, self._limits, self._branch_limit)
         plan = build_plan(decision.state, decision.asks, self._codec, self._labels, orders, text, decision.state_where)
         validate_tokens(plan, decision, self._limits, self._branch_limit)
+        validate_vocabulary(plan, decision, self._backend.vocab_size())
         calibrated = [i for i, ask in enumerate(decision.asks) if policy.calibrate and rules(ask).calibratable]
         priors = None
         if calibrated:
@@ -129,6 +130,7 @@ class Evaluator:
             empty = build_plan(content_free(decision.state), asks, self._codec, self._labels, orders)
             branches = tuple(msgspec.structs.replace(b, ask=calibrated[b.ask]) for b in empty.branches)
             priors = PromptPlan(prefix_ids=empty.prefix_ids, branches=branches)
+            validate_vocabulary(priors, decision, self._backend.vocab_size())
         refusing = decision.policy.refusals and self._refuse_below is not None
         return Prepared(decision=decision, plan=plan, priors=priors, label_mass=decision.policy.label_mass or refusing)
 

@@ -97,6 +97,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 
     # SGLang backend.
     sglang_url: str | None = None  # connect to this SGLang (or router) instead of launching one.
+    # What OPENJEV_SGLANG_URL is: found out at start-up (`auto`), or forced when that guesses wrong.
+    sglang_peer: Literal["auto", "worker", "router"] = "auto"
     sglang_python: str | None = None  # python executable of an environment where SGLang is installed.
     sglang_port: Annotated[int, msgspec.Meta(ge=1, le=65535)] = 30000
     backend_api_key: str | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 
@@ -303,3 +304,29 @@ def test_rids_are_prefix_free_so_an_abort_hits_one_call_only(call_ids: list[str]
     for a in rids:
         for b in rids:
             assert a == b or not b.startswith(a)
+
+
+@pytest.mark.parametrize("missing", [None, "prompt_tokens"])
+def test_the_recorded_abort_reply_is_an_aborted_call_not_a_malformed_one(missing: str | None) -> None:
+    """SGLang 0.5.23 answers an aborted /generate with HTTP 200 and finish_reason abort (its record)."""
+    from openjev.adapters.sglang.wire import read_reply, score_body
+    from openjev.domain.ports import ScoreCall
+
+    call = ScoreCall(new_id(), PROMPT, LABELS)
+    sent = score_body([call])
+    meta = {
+        "id": call.call_id,
+        "finish_reason": {"type": "abort", "message": "Aborted", "status_code": None, "err_type": None},
+        "prompt_tokens": len(PROMPT),
+        "weight_version": "default",
+        "completion_tokens": 0,
+    }
+    if missing:
+        del meta[missing]
+    raw = json.dumps({"text": "", "output_ids": [], "meta_info": meta}).encode()
+    with pytest.raises(BackendError, match=r"^SGLang aborted the call: Aborted$"):
+        read_reply(raw, sent)
+    batch = score_body([call, ScoreCall(new_id(), PROMPT, LABELS)])
+    finished = {"text": "", "output_ids": [1], "meta_info": {"id": batch.rids[1], "prompt_tokens": len(PROMPT)}}
+    with pytest.raises(BackendError, match="SGLang aborted the call: Aborted"):
+        read_reply(json.dumps([{"text": "", "output_ids": [], "meta_info": meta}, finished]).encode(), batch)

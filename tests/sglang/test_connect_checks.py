@@ -11,6 +11,7 @@ import structlog
 
 from openjev.adapters.sglang.backend import SGLangBackend
 from openjev.adapters.sglang.checks import INCOMPATIBLE_AFTER, NO_LABEL_LOGPROBS
+from openjev.adapters.sglang.peer import PROBE_LABEL_ID
 from openjev.domain.errors import BackendError, StartupError
 from tests.sglang_emulator import EmulatorConfig, SGLangEmulator
 
@@ -41,22 +42,25 @@ async def test_an_enforced_backend_key_passes_the_check() -> None:
         with structlog.testing.capture_logs() as logs:
             await client.start()
         assert any(e["event"] == "sglang_key_enforced" for e in logs)
-        keyless, label_check = emu.generate_bodies()
+        keyless, vocab_probe, label_check = emu.generate_bodies()
         assert keyless == {"input_ids": []}  # the keyless check, refused with 401
-        assert label_check["token_ids_logprob"] == [0]  # then the label check, with the key
+        assert vocab_probe["token_ids_logprob"] == [PROBE_LABEL_ID]  # then, with the key, the vocabulary's size
+        assert label_check["token_ids_logprob"] == [0]  # and the label check
         assert (await client.score(uuid.uuid4().hex, PROMPT, LABELS)).logprobs
     finally:
         await client.close()
         await emu.stop()
 
 
-async def test_no_key_no_key_check_but_one_label_check() -> None:
+async def test_no_key_no_key_check_but_a_vocabulary_probe_and_one_label_check() -> None:
     emu = SGLangEmulator()
     await emu.start()
     client = SGLangBackend(emu.url, startup_timeout=5)
     try:
         await client.start()
-        [label_check] = emu.generate_bodies()
+        vocab_probe, label_check = emu.generate_bodies()
+        assert vocab_probe == {**label_check, "token_ids_logprob": [PROBE_LABEL_ID], "rid": vocab_probe["rid"]}
+        assert client.vocab_size() == emu.config.vocab_size  # from SGLang's refusal of that id
         assert label_check == {
             "input_ids": [0],
             "sampling_params": {"max_new_tokens": 1, "temperature": 0},

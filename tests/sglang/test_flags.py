@@ -69,7 +69,15 @@ def test_the_tokenizer_follows_the_pin_only_from_the_models_own_repository(monke
     from openjev.adapters.hf_codec import HFCodec
 
     loads: list[tuple[str, str | None]] = []
-    monkeypatch.setattr(HFCodec, "load", classmethod(lambda cls, where, revision=None: loads.append((where, revision))))
+    class Loaded:
+        def id_limit(self) -> int:
+            return 10
+
+    def load(cls: type, where: str, revision: str | None = None) -> Loaded:
+        loads.append((where, revision))
+        return Loaded()
+
+    monkeypatch.setattr(HFCodec, "load", classmethod(load))
     for env in (
         {},
         {"OPENJEV_TOKENIZER": "Qwen/Qwen3.6-35B-A3B"},

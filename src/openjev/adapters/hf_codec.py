@@ -77,6 +77,10 @@ class HFCodec:
             eos_token=_token_text(config.get("eos_token")),
         )
 
+    def id_limit(self) -> int:
+        """One more than the tokenizer's largest id, added tokens included: no encoding goes beyond it."""
+        return max(self._tokenizer.get_vocab(with_added_tokens=True).values(), default=-1) + 1
+
     def render(self, messages: Sequence[ChatMessage]) -> str:
         if any(m.tool_calls for m in messages):  # tool-call arguments are dicts: not a memo key
             return self._render(tuple(messages))

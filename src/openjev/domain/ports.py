@@ -104,6 +104,13 @@ class ScoringBackend(Protocol):
     def context_tokens(self) -> int | None:
         """Largest prompt + output a single call may use, when the backend knows it (after start)."""
 
+    def vocab_size(self) -> int | None:
+        """How many token ids the model has (ids 0 to this minus one), when the backend knows it (after start).
+
+        The use case refuses a request whose prompt or labels hold another id before any call: an
+        SGLang server exits on one.
+        """
+
     async def warm(self, call_id: str, token_ids: Sequence[int]) -> CallUsage:
         """Prefill `token_ids` (one output token, discarded) so later calls reuse the cached prefix."""
 

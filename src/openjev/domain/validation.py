@@ -115,3 +115,39 @@ def _total_issue(root: Loc, total: int, limits: Limits, bound: str) -> Issue:
         f"the limit is {limits.max_total_input_tokens}",
         "tokens_exceeded",
     )
+
+
+def out_of_vocabulary(token: int, vocab_size: int) -> str:
+    return (
+        f"the prompt's token id {token} is outside the model's vocabulary (ids 0 to {vocab_size - 1}): openjev's "
+        "tokenizer does not match the model the backend serves (OPENJEV_TOKENIZER, OPENJEV_MODEL)"
+    )
+
+
+def validate_vocabulary(plan: PromptPlan, decision: Decision, vocab_size: int | None) -> None:
+    """Every id of the plan (prompts and labels) within [0, vocab_size), checked before any call is made.
+
+    An id outside the model's vocabulary comes only from a tokenizer that does not match the model;
+    sent in a prompt, it makes SGLang 0.5.23 exit (its embedding lookup fails, the server goes down).
+    The issue points at the state when the prefix has one, else at the first question whose prompt does.
+    """
+    if vocab_size is None:
+        return
+    where: Loc = decision.state_where
+    bad = _outside(plan.prefix_ids, vocab_size)
+    for branch in plan.branches:
+        if bad is not None:
+            break
+        where = decision.asks[branch.ask].where
+        bad = _outside(branch.suffix_ids, vocab_size)
+        if bad is None:
+            bad = _outside(branch.label_ids, vocab_size)
+    if bad is not None:
+        raise InvalidRequest([Issue(where, out_of_vocabulary(bad, vocab_size), "token_out_of_vocabulary")])
+
+
+def _outside(ids: Sequence[int], vocab_size: int) -> int | None:
+    """The first id at or past vocab_size, or None (tokenizers make no negative id; `max` is one C loop)."""
+    if not ids or max(ids) < vocab_size:
+        return None
+    return next(token for token in ids if token >= vocab_size)

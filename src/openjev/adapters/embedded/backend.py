@@ -157,6 +157,9 @@ class EmbeddedBackend:
     def context_tokens(self) -> int | None:
         return self._engine.slot_context if self._engine is not None else None
 
+    def vocab_size(self) -> int | None:
+        return self._engine.vocab_size if self._engine is not None and self._engine.vocab_size > 0 else None
+
     # -- calls
 
     async def warm(self, call_id: str, token_ids: Sequence[int]) -> CallUsage:

@@ -69,6 +69,9 @@ class FakeBackend:
     def context_tokens(self) -> int | None:
         return self._context
 
+    def vocab_size(self) -> int | None:
+        return FAKE_VOCAB_SIZE
+
     async def warm(self, call_id: str, token_ids: Sequence[int]) -> CallUsage:
         await self._enter("warm", call_id, token_ids, ())
         try:

@@ -3,7 +3,10 @@
 What goes into a /generate body and how its reply is read is `wire.py` (pure); the calls travel
 over a lean HTTP/1.1 pool (`http1.py`). The control routes (the start-up wait, limit discovery,
 /health, /abort_request) are `control.py`; the checks on a backend openjev did not configure, and
-the watch on label log-probabilities, are `checks.py`. This module puts them together.
+the watch on label log-probabilities, are `checks.py`. Whether the peer is an SGLang worker or
+SGLang's router, and what follows, is `peer.py`: a worker gets a request's branches in one batch
+body, a router (which refuses batch bodies) one body per branch, sent at once. This module puts
+them together.
 """
 
 from __future__ import annotations
@@ -25,9 +28,18 @@ from openjev.adapters.sglang.http1 import (
     ReplyStalled,
     ReplyTooLarge,
 )
+from openjev.adapters.sglang.peer import (
+    HEALTH_ROUTE,
+    PROBE_LABEL_ID,
+    Peer,
+    PeerSetting,
+    range_checked,
+    vocab_from_refusal,
+)
 from openjev.adapters.sglang.wire import (
     Generate,
     MetaInfo,
+    error_message,
     label_logprobs,
     label_mass,
     max_reply_bytes,
@@ -38,7 +50,13 @@ from openjev.adapters.sglang.wire import (
     usage,
     warm_body,
 )
-from openjev.domain.errors import BackendError, BackendUnavailable, OpenJevError, StartupError
+from openjev.domain.errors import (
+    BackendError,
+    BackendUnavailable,
+    OpenJevError,
+    StartupError,
+    first_error,
+)
 from openjev.domain.limits import Limits
 from openjev.domain.ports import BackendHealth, CallUsage, LabelScores, ScoreCall
 from openjev.ids import random_id
@@ -67,7 +85,12 @@ class SGLangBackend:
     pool holds CONTROL_CONNECTIONS more, and /health and /abort_request never wait behind slow
     calls. `reply_cap` is the largest /generate reply taken (`wire.max_reply_bytes` for the limits
     in force), and `read_timeout` the longest silence within one. `url` may be SGLang's router
-    (docs/sglang.md).
+    (docs/sglang.md §3); `peer` forces how it is driven when start-up would guess wrong (peer.py).
+
+    `vocab_size()` is the bound the use case holds every request's ids to before any call
+    (`domain.validation.validate_vocabulary`): an id outside the vocabulary in `input_ids` makes
+    SGLang 0.5.23 exit. It is SGLang's own size (its refusal of an out-of-vocabulary label says it),
+    else the tokenizer's (`use_tokenizer_vocab`).
     """
 
     def __init__(
@@ -81,6 +104,7 @@ class SGLangBackend:
         expected_model: str | None = None,
         reply_cap: int = max_reply_bytes(_DEFAULT_LIMITS.max_concurrent_branches, _DEFAULT_LIMITS.max_options),
         read_timeout: float = READ_TIMEOUT,
+        peer: PeerSetting = "auto",
     ) -> None:
         self.url = url.rstrip("/")
         self._api_key = api_key
@@ -95,6 +119,10 @@ class SGLangBackend:
         self._context: int | None = context_length
         self._health = HealthMonitor(self._probe, name=f"SGLang at {self.url}")
         self._labels = LabelLogprobWatch(self.url)
+        self._peer_setting: PeerSetting = peer
+        self.peer: Peer = "worker" if peer == "auto" else peer  # what start-up found (or was told)
+        self._vocab: int | None = None  # SGLang's vocabulary size, when it says
+        self._tokenizer_vocab: int | None = None
         self.model_info: dict[str, Any] = {}
         self.kv_cache_dtype: str | None = None
 
@@ -109,20 +137,38 @@ class SGLangBackend:
         began = loop.time()
         await self._control.wait_healthy(self._startup_timeout)
         facts = await self._control.read_info(
-            expected_model=self._expected_model, configured_context=self._configured_context
+            expected_model=self._expected_model, configured_context=self._configured_context, peer=self._peer_setting
         )
+        self.peer = facts.peer.peer
         self.model_info, self.kv_cache_dtype = facts.model_info, facts.kv_cache_dtype
         self._context = facts.context_tokens
+        log.info("sglang_peer", url=self.url, peer=self.peer, how=facts.peer.reason)
+        self._control.health_route = HEALTH_ROUTE[self.peer]
+        if self.peer == "router":
+            self._control.takes_aborts = False
+            log.warning(
+                "sglang_abort_unsupported",
+                url=self.url,
+                detail="SGLang's router has no /abort_request: calls of a request that fails, times out or is "
+                "abandoned run to completion on the workers",
+            )
+            # A router's /health is 200 with no healthy worker; its /health_generate is not.
+            await self._control.wait_healthy(max(self._startup_timeout - (loop.time() - began), 0.1))
         if self._api_key:
             await verify_key_enforced(self._control.session, self.url)
+        if self.peer == "worker" and range_checked(facts.server_info):
+            await self._learn_vocab()
         await self._check_label_logprobs()
-        report_kv_cache(self.url, self.kv_cache_dtype)
+        if self.peer == "worker":
+            report_kv_cache(self.url, self.kv_cache_dtype)
         log.info(
             "sglang_ready",
             url=self.url,
+            peer=self.peer,
             waited_s=round(loop.time() - began, 1),
             model=self.model_info.get("model_path"),
             context_tokens=self._context,
+            vocab_size=self._vocab,
             kv_cache_dtype=self.kv_cache_dtype,
             reply_cap_bytes=self.reply_cap,
         )
@@ -136,6 +182,14 @@ class SGLangBackend:
 
     def context_tokens(self) -> int | None:
         return self._context
+
+    def vocab_size(self) -> int | None:
+        """SGLang's vocabulary size when it said, else the tokenizer's (`use_tokenizer_vocab`), else None."""
+        return self._vocab if self._vocab is not None else self._tokenizer_vocab
+
+    def use_tokenizer_vocab(self, size: int | None) -> None:
+        """The tokenizer's vocabulary size: the bound on sent ids when SGLang does not say its own."""
+        self._tokenizer_vocab = size
 
     async def health(self) -> BackendHealth:
         if not self._control.is_open:
@@ -160,10 +214,18 @@ class SGLangBackend:
         return scores
 
     async def score_many(self, calls: Sequence[ScoreCall]) -> list[LabelScores]:
-        """Every call in one /generate: a batch body for two or more, the plain body for one."""
+        """A worker: every call in one /generate (a batch body for two or more, the plain body for one).
+
+        A router refuses batch bodies: one /generate per call, all at once, so that cache-aware
+        routing sees them together and keeps them on the worker that holds their prefix. The first
+        failure cancels the others and is raised.
+        """
         if not calls:
             return []
-        metas = await self._generate(score_body(calls))
+        if self.peer == "worker" or len(calls) == 1:
+            metas = await self._generate(score_body(calls))
+        else:
+            metas = await self._generate_each(calls)
         self._labels_seen(metas)
         results: list[LabelScores] = []
         for meta, call in zip(metas, calls, strict=True):
@@ -199,8 +261,34 @@ class SGLangBackend:
         self._labels.answered(metas[0].has_label_logprobs)
 
     async def abort(self, call_ids: Sequence[str]) -> None:
-        """POST /abort_request for each call; best effort, quick, never raises (but lets a cancel through)."""
+        """POST /abort_request for each call (not to a router); best effort, quick, never raises."""
         await self._control.abort([rid_for(c) for c in call_ids])
+
+    # -- the vocabulary --------------------------------------------------------------------------------
+
+    async def _learn_vocab(self) -> None:
+        """Ask for one label no vocabulary has: SGLang >= 0.5.23 refuses it with 400 naming its vocabulary size.
+
+        Only asked of an SGLang whose /server_info version is known to check label ids (`peer.range_checked`);
+        an older one might fail inside the model instead.
+        """
+        pool = self._generate_pool
+        if pool is None:
+            return
+        body = score_body([ScoreCall(random_id(), (0,), (PROBE_LABEL_ID,))]).body
+        try:
+            reply = await pool.post("/generate", _encode.encode(body))
+        except (ConnectFailed, ConnectionDropped, ReplyTooLarge, ReplyStalled, HTTPFailure) as exc:
+            log.warning("sglang_vocab_unknown", url=self.url, detail=f"the vocabulary probe failed: {exc}")
+            return
+        self._vocab = vocab_from_refusal(error_message(reply.body)) if reply.status == 400 else None
+        if self._vocab is None:
+            log.warning(
+                "sglang_vocab_unknown",
+                url=self.url,
+                detail=f"SGLang did not say its vocabulary size (the probe got {reply.status}): "
+                "the tokenizer's bounds the ids sent",
+            )
 
     # -- /generate ------------------------------------------------------------------------------------
 
@@ -214,6 +302,15 @@ class SGLangBackend:
             read_timeout=self._read_timeout,
             headers=self._control.headers(),
         )
+
+    async def _generate_each(self, calls: Sequence[ScoreCall]) -> list[MetaInfo]:
+        """One plain /generate per call, concurrently; the first failure cancels the rest and is raised."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(self._generate(score_body([call]))) for call in calls]
+        except BaseExceptionGroup as failed:
+            raise first_error(failed) from None
+        return [task.result()[0] for task in tasks]
 
     async def _generate(self, sent: Generate) -> list[MetaInfo]:
         """POST /generate; the items' meta_info in order, each checked against `sent` (wire.read_reply).

@@ -38,6 +38,7 @@ def build_runtime(settings: Settings) -> Runtime:
         context_length=settings.context_length,
         expected_model=model,
         reply_cap=max_reply_bytes(settings.max_concurrent_branches, settings.max_options),
+        peer=settings.sglang_peer,
     )
     tokenizer = settings.tokenizer or model
     revision = settings.sglang_revision()
@@ -48,7 +49,9 @@ def build_runtime(settings: Settings) -> Runtime:
     def load_codec() -> PromptCodec:
         from openjev.adapters.hf_codec import HFCodec
 
-        return HFCodec.load(tokenizer, tokenizer_revision)
+        codec = HFCodec.load(tokenizer, tokenizer_revision)
+        backend.use_tokenizer_vocab(codec.id_limit())  # the bound on ids sent when SGLang does not say its own
+        return codec
 
     pinned = f" at revision {revision}" if revision else ""
     return Runtime(

@@ -17,6 +17,7 @@ import aiohttp
 import msgspec
 
 from openjev.adapters.sglang.http1 import ReplyTooLarge
+from openjev.adapters.sglang.peer import PeerKind, PeerSetting, is_router_info, resolve
 from openjev.domain.errors import BackendError, BackendUnavailable, StartupError
 from openjev.logs import get_logger
 
@@ -56,9 +57,11 @@ async def read_capped(response: aiohttp.ClientResponse, cap: int = CONTROL_REPLY
 class ServerFacts:
     """What start-up learns from the info routes."""
 
+    peer: PeerKind
     model_info: dict[str, Any]
     kv_cache_dtype: str | None
-    context_tokens: int | None  # largest prompt + one output token, when SGLang says
+    context_tokens: int | None  # largest prompt + one output token, when SGLang (or the setting) says
+    server_info: dict[str, Any]  # a worker's /server_info ({} behind a router)
 
 
 class ControlClient:
@@ -70,6 +73,10 @@ class ControlClient:
         self._connections = connections
         self._session: aiohttp.ClientSession | None = None
         self._abort_route_missing = False
+        # What start-up found the peer to be (peer.py): the route that says it is healthy, and
+        # whether it takes /abort_request (a router does not: nothing is sent there).
+        self.health_route = "/health"
+        self.takes_aborts = True
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -103,26 +110,30 @@ class ControlClient:
     # -- health ------------------------------------------------------------------------------------
 
     async def probe_health(self, limit: float) -> str | None:
-        """None when GET /health answers 200 within `limit` seconds, else what went wrong."""
+        """None when GET `health_route` answers 200 within `limit` seconds, else what went wrong."""
+        route = self.health_route
         try:
-            async with self.session.get(f"{self.url}/health", timeout=aiohttp.ClientTimeout(total=limit)) as response:
-                await read_capped(response)
+            async with self.session.get(
+                f"{self.url}{route}", headers=self.headers(), timeout=aiohttp.ClientTimeout(total=limit)
+            ) as response:
+                raw = await read_capped(response)
                 if response.status == 200:
                     return None
-                return f"SGLang /health answered {response.status}"
+                said = raw[:200].decode("utf-8", errors="replace").strip()
+                return f"SGLang {route} answered {response.status}" + (f" ({said})" if said else "")
         except BackendUnavailable as exc:
             return exc.message
         except ReplyTooLarge as exc:
-            return f"SGLang /health sent too much: {exc}"
+            return f"SGLang {route} sent too much: {exc}"
         except aiohttp.ClientConnectorError as exc:
             return f"cannot connect to SGLang at {self.url}: {exc.os_error}"
         except TimeoutError:
-            return f"SGLang /health did not answer within {limit:g} s"
+            return f"SGLang {route} did not answer within {limit:g} s"
         except (aiohttp.ClientError, OSError) as exc:
-            return f"SGLang /health failed: {exc!r}"
+            return f"SGLang {route} failed: {exc!r}"
 
     async def wait_healthy(self, budget: float) -> None:
-        """Poll /health until it answers 200; BackendUnavailable with the last problem after `budget` s."""
+        """Poll `health_route` until it answers 200; BackendUnavailable with the last problem after `budget` s."""
         loop = asyncio.get_running_loop()
         began = loop.time()
         deadline = began + budget
@@ -172,10 +183,43 @@ class ControlClient:
         except msgspec.DecodeError:
             return None
 
-    async def read_info(self, *, expected_model: str | None, configured_context: int | None) -> ServerFacts:
-        """Model identity from /model_info, request size limit from /server_info or /v1/models."""
-        info = await self.get_json("/model_info")
-        model_info: dict[str, Any] = info if isinstance(info, dict) else {}
+    async def read_info(
+        self, *, expected_model: str | None, configured_context: int | None, peer: PeerSetting = "auto"
+    ) -> ServerFacts:
+        """Whether the peer is a worker or a router (peer.py), then what each tells.
+
+        A worker: its identity from /model_info, the request size limit from /server_info or
+        /v1/models. A router has neither /model_info nor /server_info: its identity comes from
+        /v1/models, and the limit from /v1/models or else OPENJEV_CONTEXT_LENGTH, which is then
+        required (StartupError). The setting caps whatever SGLang says.
+        """
+        server_info = await self.get_json("/server_info")
+        alias = None if isinstance(server_info, dict) else await self.get_json("/get_server_info")
+        kind = resolve(peer, server_info, alias)
+        if not isinstance(server_info, dict) and isinstance(alias, dict) and not is_router_info(alias):
+            server_info = alias  # an SGLang that has only the older name
+        arguments: dict[str, Any] = server_info if isinstance(server_info, dict) and kind.peer == "worker" else {}
+        info = await self.get_json("/model_info") if kind.peer == "worker" else None
+        models = None
+        limit = server_limit(arguments)
+        if limit is None or not isinstance(info, dict):
+            models = await self.get_json("/v1/models")
+        if limit is None:
+            limit = models_limit(models)
+        model_info: dict[str, Any] = info if isinstance(info, dict) else models_identity(models)
+        self._warn_on_other_model(model_info, expected_model)
+        if limit is not None and configured_context is not None:
+            limit = min(limit, configured_context)
+        context = limit if limit is not None else configured_context
+        if context is None and kind.peer == "router":
+            raise StartupError(
+                f"SGLang's router at {self.url} does not say how long a prompt its workers take (it has no "
+                "/server_info, and its /v1/models no max_model_len): set OPENJEV_CONTEXT_LENGTH to the workers' "
+                "context length (their --context-length, or max_req_input_len in a worker's /server_info)"
+            )
+        return ServerFacts(kind, model_info, kv_cache_dtype(arguments), context, arguments)
+
+    def _warn_on_other_model(self, model_info: dict[str, Any], expected_model: str | None) -> None:
         served = {model_info.get("model_path"), model_info.get("served_model_name")} - {None}
         if expected_model and served and expected_model not in served:
             log.warning(
@@ -184,20 +228,16 @@ class ControlClient:
                 sglang=sorted(map(str, served)),
                 openjev=expected_model,
             )
-        server_info = await self.get_json("/server_info")
-        limit = server_limit(server_info)
-        if limit is None:
-            limit = models_limit(await self.get_json("/v1/models"))
-        if limit is not None and configured_context is not None:
-            limit = min(limit, configured_context)
-        context = limit if limit is not None else configured_context
-        return ServerFacts(model_info, kv_cache_dtype(server_info), context)
 
     # -- aborts --------------------------------------------------------------------------------------
 
     async def abort(self, rids: Sequence[str]) -> None:
-        """POST /abort_request for each rid; best effort, quick, never raises (but lets a cancel through)."""
-        if self._session is None or not rids:
+        """POST /abort_request for each rid; best effort, quick, never raises (but lets a cancel through).
+
+        Nothing is sent to a router (`takes_aborts` False): start-up logged once that aborted calls
+        run to completion on the workers.
+        """
+        if self._session is None or not rids or not self.takes_aborts:
             return
         await asyncio.gather(*(self._abort_one(self._session, rid) for rid in rids))
 
@@ -247,6 +287,18 @@ def kv_cache_dtype(server_info: Any) -> str | None:
         if isinstance(value, str) and value:
             return value
     return None
+
+
+def models_identity(models: Any) -> dict[str, Any]:
+    """`model_path` and `served_model_name` from the first card of /v1/models (its `root` and `id`)."""
+    if isinstance(models, dict) and isinstance(models.get("data"), list) and models["data"]:
+        card = models["data"][0]
+        if isinstance(card, dict):
+            name = card.get("id")
+            root = card.get("root")
+            identity = {"model_path": root if isinstance(root, str) else name, "served_model_name": name}
+            return {key: value for key, value in identity.items() if isinstance(value, str)}
+    return {}
 
 
 def models_limit(models: Any) -> int | None:

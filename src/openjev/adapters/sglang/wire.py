@@ -160,14 +160,39 @@ def _metas(raw: bytes, batch: int | None) -> list[MetaInfo]:
         else:
             metas = [item.meta_info for item in _decode_batch.decode(raw)]
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        aborted = _abort_reason(raw)  # an aborted item may lack what a finished one has
+        if aborted is not None:
+            raise aborted from None
         raise BackendError(f"SGLang /generate returned a malformed reply ({exc}): {snippet(raw)}") from None
     if batch is not None and len(metas) != batch:
         raise BackendError(f"SGLang /generate returned {len(metas)} results for a batch of {batch}: {snippet(raw)}")
     for meta in metas:
-        reason = meta.finish_reason or {}
-        if reason.get("type") == "abort":
-            raise BackendError(f"SGLang aborted the call: {reason.get('message') or 'no reason given'}")
+        if meta.finish_reason is not None and meta.finish_reason.get("type") == "abort":
+            raise _aborted(meta.finish_reason)
     return metas
+
+
+def _aborted(reason: dict[str, Any]) -> BackendError:
+    """An aborted call: HTTP 200 with `finish_reason` `{"type": "abort", "message": "Aborted",
+    "status_code": null, "err_type": null}` (SGLang 0.5.23, observed), whether openjev, an admin or
+    SGLang itself aborted it."""
+    message = reason.get("message") or "no reason given"
+    status = reason.get("status_code")
+    return BackendError(f"SGLang aborted the call: {message}" + (f" (status {status})" if status else ""))
+
+
+def _abort_reason(raw: bytes) -> BackendError | None:
+    """The abort error when any item of a reply that did not decode is an aborted one."""
+    try:
+        body = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    for item in body if isinstance(body, list) else [body]:
+        meta = item.get("meta_info") if isinstance(item, dict) else None
+        reason = meta.get("finish_reason") if isinstance(meta, dict) else None
+        if isinstance(reason, dict) and reason.get("type") == "abort":
+            return _aborted(reason)
+    return None
 
 
 def check_replies(metas: Sequence[MetaInfo], sent: Generate) -> None:
