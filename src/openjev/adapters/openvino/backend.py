@@ -118,6 +118,10 @@ class OpenVINOBackend:
     def context_tokens(self) -> int | None:
         return self.config.context if self._engine is not None else None
 
+    def vocab_size(self) -> int | None:
+        """The rows of the model's embedding and head (151,936 on the packaged Qwen models)."""
+        return self._engine.vocab_size if self._engine is not None else None
+
     # -- calls
 
     async def warm(self, call_id: str, token_ids: Sequence[int]) -> CallUsage:
