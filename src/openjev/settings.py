@@ -160,7 +160,8 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
     raw: dict[str, Any] = {}
     for field in msgspec.structs.fields(Settings):
         name = env_name(field.name)
-        if name in env and env[name] != "":
+        # An empty secret is kept, to be refused: an unset key in a deployment must not turn authentication off.
+        if name in env and (env[name] != "" or field.name in SECRET_FIELDS):
             raw[field.name] = env[name]
     known = set(Settings.__struct_fields__)
     for name in env:
@@ -186,7 +187,10 @@ def _strip_secrets(raw: dict[str, Any]) -> None:
             # The presented key is stripped too: a trailing newline from a secret file must not lock everyone out.
             raw[key] = raw[key].strip()
             if not raw[key]:
-                raise SettingsError(f"{env_name(key)}: the key is blank (only white space)")
+                raise SettingsError(
+                    f"{env_name(key)} is set but empty or only white space: set it to the key, or unset the "
+                    f"variable (`unset {env_name(key)}`, or leave it out of the environment) to run without a key"
+                )
 
 
 def _check_values(settings: Settings) -> None:
