@@ -32,7 +32,7 @@ from openjev.domain.limits import Limits
 from openjev.domain.outcome import Outcome, Result, Timings, Work
 from openjev.domain.ports import CallUsage, LabelScores, PromptCodec, ScoreCall, ScoringBackend
 from openjev.domain.prompt import Branch, PromptPlan, build_plan, prompt_text, token_floors
-from openjev.domain.scoring_math import ConfidenceFormula
+from openjev.domain.scoring_math import ConfidenceFormula, is_logprob, is_share
 from openjev.domain.state import content_free
 from openjev.domain.validation import validate_token_floor, validate_tokens
 from openjev.ids import random_id
@@ -241,6 +241,8 @@ class Evaluator:
             results = await self._backend.score_many(calls)
             if len(results) != len(calls):
                 raise BackendError(f"the backend returned {len(results)} scores for {len(calls)} calls")
+            for score in results:
+                _check_scores(score)
             in_flight.difference_update(ids)
             return results
 
@@ -263,6 +265,15 @@ class Evaluator:
             await asyncio.wait_for(asyncio.shield(self._backend.abort(ids)), ABORT_TIMEOUT_SECONDS)
         except (TimeoutError, asyncio.CancelledError, Exception):  # noqa: BLE001 - abort is best effort, never masks the cause
             pass
+
+
+def _check_scores(score: LabelScores) -> None:
+    """A backend's numbers are checked before they are used: a broken backend is a 502, never a 500 or a certainty."""
+    bad = next((value for value in score.logprobs if not is_logprob(value)), None)
+    if bad is not None:
+        raise BackendError(f"the backend returned an invalid label log-probability {bad!r} (must be finite and ≤ 0)")
+    if score.label_mass is not None and not is_share(score.label_mass):
+        raise BackendError(f"the backend returned an invalid label mass {score.label_mass!r} (must be in [0, 1])")
 
 
 def _cached(scores: list[LabelScores]) -> int | None:

@@ -113,7 +113,10 @@ class _Transcript:
             )
         self.calls[item.call_id] = item.type
         name = f"{item.namespace}.{item.name}" if item.namespace else item.name
-        arguments = _arguments(item.arguments) if isinstance(item, FunctionCall) else {"input": item.input}
+        if isinstance(item, FunctionCall):
+            arguments = _arguments(item.arguments, (*where, "arguments"))
+        else:
+            arguments = {"input": item.input}
         call = ToolCall(call_id=item.call_id, name=name, arguments=arguments)
         if self.last_is_call_turn:
             turn = self.out[-1]
@@ -143,13 +146,28 @@ class _Transcript:
         self.last_is_call_turn = False
 
 
-def _arguments(text: str) -> str | dict[str, Any]:
-    """A JSON object as an object (what chat templates expect), anything else as the text sent."""
+def _arguments(text: str, where: Loc) -> str | dict[str, Any]:
+    """A JSON object as an object (what chat templates expect), anything else as the text sent.
+
+    `json.loads` takes an escaped lone surrogate (`"\\ud800"`), which is no text a tokenizer can
+    encode: such arguments are refused here, not met as an error while tokenizing.
+    """
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
         return text
-    return value if isinstance(value, dict) and json_depth(value, JSON_MAX_DEPTH) <= JSON_MAX_DEPTH else text
+    if not isinstance(value, dict) or json_depth(value, JSON_MAX_DEPTH) > JSON_MAX_DEPTH:
+        return text
+    try:
+        json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise InvalidRequest.one(
+            where,
+            "the arguments' JSON escapes a lone surrogate (such as \\ud800), which is not text: "
+            "send each character's whole escape pair, or the character itself",
+            "invalid_value",
+        ) from None
+    return value
 
 
 def _content(content: str | Sequence[Any], where: Loc) -> str:
