@@ -43,15 +43,9 @@ class PromptPlan(msgspec.Struct, frozen=True):
     branches: tuple[Branch, ...]
 
     @property
-    def total_tokens(self) -> int:
-        """Tokens the request brings: the prefix once plus every ask as given (its first order)."""
-        seen: set[int] = set()
-        total = len(self.prefix_ids)
-        for branch in self.branches:
-            if branch.ask not in seen:
-                seen.add(branch.ask)
-                total += len(branch.suffix_ids)
-        return total
+    def sent_tokens(self) -> int:
+        """Tokens the backend is sent for the branches: every call's whole prompt, the prefix each time."""
+        return sum(len(self.prefix_ids) + len(branch.suffix_ids) for branch in self.branches)
 
 
 def question_opening(subject: str) -> str:
