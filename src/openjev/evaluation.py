@@ -25,7 +25,7 @@ from openjev.call_limit import CallLimit
 from openjev.domain.answers import Asked, distribution, under_policy
 from openjev.domain.debiasing import DebiasMode, DebiasPolicy, Order, option_orders
 from openjev.domain.decision import Ask, Decision
-from openjev.domain.errors import BackendError, BackendTimeout, InvalidRequest, first_error
+from openjev.domain.errors import BackendError, BackendTimeout, InvalidRequest, echo, first_error
 from openjev.domain.kinds import rules
 from openjev.domain.labels import LabelSet
 from openjev.domain.limits import Limits
@@ -146,7 +146,7 @@ class Evaluator:
         allowed = ", ".join(sorted({self._debias, *self._client_debias}))
         raise InvalidRequest.one(
             (*decision.root, "x_debias"),
-            f"x_debias {asked!r} is not allowed on this server (its operator's OPENJEV_CLIENT_DEBIAS): "
+            f"x_debias {echo(asked)} is not allowed on this server (its operator's OPENJEV_CLIENT_DEBIAS): "
             f"send one of {allowed}, or leave x_debias out for the server's {self._debias!r}",
             "debias_not_allowed",
         )

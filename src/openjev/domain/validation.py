@@ -10,7 +10,7 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from openjev.domain.decision import Ask, Decision, Loc
-from openjev.domain.errors import InvalidRequest, Issue, UnknownModel
+from openjev.domain.errors import InvalidRequest, Issue, UnknownModel, echo
 from openjev.domain.limits import Limits
 from openjev.domain.prompt import PromptPlan
 
@@ -63,7 +63,7 @@ def json_depth(value: Any, stop_after: int) -> int:
 def check_model(model: str, accepted: Collection[str]) -> None:
     if model != JEV_ALIAS and model not in accepted:
         names = ", ".join(sorted({JEV_ALIAS, *accepted}))
-        raise UnknownModel(f"unknown model {model!r}: this server serves {names}")
+        raise UnknownModel(f"unknown model {echo(model)}: this server serves {names}")
 
 
 def validate_tokens(

@@ -39,7 +39,7 @@ from openjev.contracts.decisions.wire import (
     SystemText,
 )
 from openjev.domain.decision import Conversation, Document, Loc, State
-from openjev.domain.errors import InvalidRequest, Issue, explain_validation_error
+from openjev.domain.errors import InvalidRequest, Issue, echo, explain_validation_error
 from openjev.domain.ports import ChatMessage, ToolCall
 from openjev.domain.validation import json_depth
 
@@ -67,14 +67,14 @@ def _item(raw: dict[str, Any], where: Loc) -> Item:
         cls: type[Item] | None = MESSAGES.get(role) if isinstance(role, str) else None
         if cls is None:
             raise InvalidRequest.one(
-                (*where, "role"), f"a message's role is one of {', '.join(MESSAGES)}, got {role!r}", "invalid_role"
+                (*where, "role"), f"a message's role is one of {', '.join(MESSAGES)}, got {echo(role)}", "invalid_role"
             )
     else:
         found = ITEMS.get(kind) if isinstance(kind, str) else None
         if found is None:
             kinds = ", ".join(["message", *ITEMS])
             raise InvalidRequest.one(
-                (*where, "type"), f"an input item's type is one of {kinds}, got {kind!r}", "invalid_type"
+                (*where, "type"), f"an input item's type is one of {kinds}, got {echo(kind)}", "invalid_type"
             )
         cls = found
     try:
@@ -109,7 +109,9 @@ class _Transcript:
     def _call(self, item: FunctionCall | CustomToolCall, where: Loc) -> None:
         if item.call_id in self.calls:
             raise InvalidRequest.one(
-                (*where, "call_id"), f"call_id {item.call_id!r} is already used by an earlier call", "duplicate_call_id"
+                (*where, "call_id"),
+                f"call_id {echo(item.call_id)} is already used by an earlier call",
+                "duplicate_call_id",
             )
         self.calls[item.call_id] = item.type
         name = f"{item.namespace}.{item.name}" if item.namespace else item.name
@@ -132,13 +134,13 @@ class _Transcript:
             earlier = f"an earlier {made} has it" if made else "no earlier call has it"
             raise InvalidRequest.one(
                 (*where, "call_id"),
-                f"this {item.type} answers call_id {item.call_id!r}, but {earlier}: every tool output must "
+                f"this {item.type} answers call_id {echo(item.call_id)}, but {earlier}: every tool output must "
                 f"follow the {wanted} it answers, with the same call_id",
                 "unknown_call_id",
             )
         if item.call_id in self.answered:
             raise InvalidRequest.one(
-                (*where, "call_id"), f"call_id {item.call_id!r} already has an output", "duplicate_call_output"
+                (*where, "call_id"), f"call_id {echo(item.call_id)} already has an output", "duplicate_call_output"
             )
         self.answered.add(item.call_id)
         content = _content(item.output, (*where, "output"))
