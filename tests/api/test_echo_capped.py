@@ -45,7 +45,8 @@ async def test_a_long_call_id_is_not_echoed_in_full(client: Client) -> None:
 
 async def test_msgspecs_quoted_values_and_unknown_models_are_cut_too(client: Client) -> None:
     bad_mode = await client.post("/v1/systemone", json={**EXAMPLE_REQUEST, "x_debias": "r" * LONG})
-    unknown_field = await client.post("/v1/decisions", json={**DECISIONS_EXAMPLE, "questions": [{"type": "predicate", "instructions": "Ok?", "f" * LONG: 1}]})  # fmt: skip
+    odd_question = {"type": "predicate", "instructions": "Ok?", "f" * LONG: 1}
+    unknown_field = await client.post("/v1/decisions", json={**DECISIONS_EXAMPLE, "questions": [odd_question]})
     unknown_model = await client.post("/v1/systemone", json={**EXAMPLE_REQUEST, "model": "m" * LONG})
     assert bad_mode.status_code == 422 and len(bad_mode.json()["detail"][0]["msg"]) < ECHO_LIMIT + 100
     assert unknown_field.status_code == 400 and len(unknown_field.json()["error"]["message"]) < ECHO_LIMIT + 150

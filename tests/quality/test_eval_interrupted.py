@@ -1,4 +1,4 @@
-"""Ctrl-C in `openjev eval` (the real CLI, a real fake server): exit 130, the summary of what was answered, the partial report."""
+"""Ctrl-C in `openjev eval` (the real CLI, a real fake server): exit 130, what was answered, the partial report."""
 
 from __future__ import annotations
 
@@ -15,10 +15,8 @@ import pytest
 
 from tests.smoke.servers import OPENJEV, clean_env, openjev_server, wait_ready
 
-ITEMS = [
-    {"id": f"n{i}", "state": f"Review {i}", "question": {"type": "noul", "instructions": "Positive?"}, "gold": i % 2 == 0}
-    for i in range(60)
-]
+QUESTION = {"type": "noul", "instructions": "Positive?"}
+ITEMS = [{"id": f"n{i}", "state": f"Review {i}", "question": QUESTION, "gold": i % 2 == 0} for i in range(60)]
 
 
 @pytest.fixture(scope="module")
