@@ -162,13 +162,6 @@ def test_an_unknown_mode_is_a_422_naming_the_field() -> None:
     assert caught.value.issues[0].loc == ("body", "x_debias")
 
 
-async def test_the_token_budget_counts_each_question_once_whatever_the_orders() -> None:
-    _, ev = await started(debias="rotate")
-    prepared = ev.prepare(request({"c": CHOICE}))
-    first = prepared.plan.branches[0]
-    assert prepared.plan.total_tokens == len(prepared.plan.prefix_ids) + len(first.suffix_ids)
-
-
 async def test_the_cap_limits_the_orders() -> None:
     backend, ev = await started(debias="rotate", max_orders=4)
     criteria = {f"o{i}": f"Option {i}" for i in range(8)}

@@ -90,6 +90,7 @@ def build_evaluator(
         debias=settings.resolved_debias(runtime.default_debias),
         max_orders=settings.debias_max_orders,
         refuse_below=settings.refuse_below_label_mass,
+        client_debias=settings.client_debias_modes(),
         priors=PriorCache(settings.prior_cache_entries),
         branch_context=runtime.backend.context_tokens(),
     )

@@ -25,14 +25,14 @@ from openjev.call_limit import CallLimit
 from openjev.domain.answers import Asked, distribution, under_policy
 from openjev.domain.debiasing import DebiasMode, DebiasPolicy, Order, option_orders
 from openjev.domain.decision import Ask, Decision
-from openjev.domain.errors import BackendError, BackendTimeout, first_error
+from openjev.domain.errors import BackendError, BackendTimeout, InvalidRequest, echo, first_error
 from openjev.domain.kinds import rules
 from openjev.domain.labels import LabelSet
 from openjev.domain.limits import Limits
 from openjev.domain.outcome import Outcome, Result, Timings, Work
 from openjev.domain.ports import CallUsage, LabelScores, PromptCodec, ScoreCall, ScoringBackend
 from openjev.domain.prompt import Branch, PromptPlan, build_plan, prompt_text, token_floors
-from openjev.domain.scoring_math import ConfidenceFormula
+from openjev.domain.scoring_math import ConfidenceFormula, is_logprob, is_share
 from openjev.domain.state import content_free
 from openjev.domain.validation import validate_token_floor, validate_tokens, validate_vocabulary
 from openjev.ids import random_id
@@ -67,6 +67,7 @@ class Evaluator:
         debias: DebiasMode = "none",
         max_orders: int = 10,
         refuse_below: float | None = None,
+        client_debias: frozenset[DebiasMode] | None = None,
         priors: PriorCache | None = None,
         branch_context: int | None = None,
         new_call_id: Callable[[], str] = random_id,
@@ -81,6 +82,7 @@ class Evaluator:
         self._debias: DebiasMode = debias
         self._max_orders = max_orders
         self._refuse_below = refuse_below
+        self._client_debias = client_debias  # the modes a request's own choice may name; None: any
         self._priors = priors if priors is not None else PriorCache()
         self._branch_limit = min(limits.max_input_tokens, branch_context or limits.max_input_tokens)
         self._new_call_id = new_call_id
@@ -109,6 +111,7 @@ class Evaluator:
 
     def prepare(self, decision: Decision) -> Prepared:
         """Build and check the prompt plan (CPU only). Raises InvalidRequest before any inference."""
+        self._check_client_debias(decision)
         policy = DebiasPolicy.of(decision.policy.debias or self._debias, self._max_orders)
 
         def orders(ask: Ask) -> tuple[Order, ...]:
@@ -116,14 +119,16 @@ class Evaluator:
                 return option_orders(len(ask.options), policy.max_orders)
             return ((),)
 
-        # What cannot fit is refused from the byte counts, before tokenizing (seconds for a large state).
+        calibrated = [i for i, ask in enumerate(decision.asks) if policy.calibrate and rules(ask).calibratable]
+        # What cannot fit is refused from the byte counts, before tokenizing (seconds for a large state),
+        # every call bias removal adds counted.
         text = prompt_text(decision.state, decision.asks, self._labels)
         prefix_floor, ask_floors = token_floors(text, self._codec)
-        validate_token_floor(prefix_floor, ask_floors, decision, self._limits, self._branch_limit)
+        counts = [len(orders(ask)) for ask in decision.asks]
+        calls = [(n, n if i in calibrated else 0) for i, n in enumerate(counts)]
+        validate_token_floor(prefix_floor, ask_floors, decision, self._limits, self._branch_limit, calls)
         plan = build_plan(decision.state, decision.asks, self._codec, self._labels, orders, text, decision.state_where)
-        validate_tokens(plan, decision, self._limits, self._branch_limit)
         validate_vocabulary(plan, decision, self._backend.vocab_size())
-        calibrated = [i for i, ask in enumerate(decision.asks) if policy.calibrate and rules(ask).calibratable]
         priors = None
         if calibrated:
             asks = [decision.asks[i] for i in calibrated]
@@ -131,8 +136,22 @@ class Evaluator:
             branches = tuple(msgspec.structs.replace(b, ask=calibrated[b.ask]) for b in empty.branches)
             priors = PromptPlan(prefix_ids=empty.prefix_ids, branches=branches)
             validate_vocabulary(priors, decision, self._backend.vocab_size())
+        validate_tokens(plan, decision, self._limits, self._branch_limit, priors)
         refusing = decision.policy.refusals and self._refuse_below is not None
         return Prepared(decision=decision, plan=plan, priors=priors, label_mass=decision.policy.label_mass or refusing)
+
+    def _check_client_debias(self, decision: Decision) -> None:
+        """A request may choose its bias removal only among the modes the operator allows."""
+        asked = decision.policy.debias
+        if asked is None or asked == self._debias or self._client_debias is None or asked in self._client_debias:
+            return
+        allowed = ", ".join(sorted({self._debias, *self._client_debias}))
+        raise InvalidRequest.one(
+            (*decision.root, "x_debias"),
+            f"x_debias {echo(asked)} is not allowed on this server (its operator's OPENJEV_CLIENT_DEBIAS): "
+            f"send one of {allowed}, or leave x_debias out for the server's {self._debias!r}",
+            "debias_not_allowed",
+        )
 
     async def evaluate(self, prepared: Prepared) -> Outcome:
         in_flight: set[str] = set()
@@ -243,6 +262,8 @@ class Evaluator:
             results = await self._backend.score_many(calls)
             if len(results) != len(calls):
                 raise BackendError(f"the backend returned {len(results)} scores for {len(calls)} calls")
+            for score in results:
+                _check_scores(score)
             in_flight.difference_update(ids)
             return results
 
@@ -265,6 +286,15 @@ class Evaluator:
             await asyncio.wait_for(asyncio.shield(self._backend.abort(ids)), ABORT_TIMEOUT_SECONDS)
         except (TimeoutError, asyncio.CancelledError, Exception):  # noqa: BLE001 - abort is best effort, never masks the cause
             pass
+
+
+def _check_scores(score: LabelScores) -> None:
+    """A backend's numbers are checked before they are used: a broken backend is a 502, never a 500 or a certainty."""
+    bad = next((value for value in score.logprobs if not is_logprob(value)), None)
+    if bad is not None:
+        raise BackendError(f"the backend returned an invalid label log-probability {bad!r} (must be finite and ≤ 0)")
+    if score.label_mass is not None and not is_share(score.label_mass):
+        raise BackendError(f"the backend returned an invalid label mass {score.label_mass!r} (must be in [0, 1])")
 
 
 def _cached(scores: list[LabelScores]) -> int | None:

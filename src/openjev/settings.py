@@ -9,11 +9,11 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 import msgspec
 
-from openjev.domain.debiasing import DebiasMode
+from openjev.domain.debiasing import DEBIAS_MODES, DebiasMode
 from openjev.domain.errors import SettingsError, explain_validation_error
 from openjev.domain.limits import Limits
 
@@ -84,6 +84,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     confidence: Literal["entropy", "typesafe"] = "typesafe"
     debias: DebiasMode | None = None  # default: the served model's, else the backend's (DEFAULT_DEBIAS)
     debias_max_orders: Annotated[int, msgspec.Meta(ge=1, le=64)] = 10  # option orders per choice question
+    # The bias removal modes a request's `x_debias` may choose, comma-separated, besides the server's
+    # own (`server`: only that one). Default: any. Rotation multiplies backend calls by up to 2n.
+    client_debias: str | None = None
     prior_cache_entries: Annotated[int, msgspec.Meta(ge=0)] = 4096  # answer priors kept (LRU)
     # Refuse (Decisions only: System One has no refusal) a question whose answer labels got less than
     # this share of the model's next-token probability. Off by default: every question is answered.
@@ -130,6 +133,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             return self.debias
         return model_default if model_default is not None else DEFAULT_DEBIAS[self.resolved_backend()]
 
+    def client_debias_modes(self) -> frozenset[DebiasMode] | None:
+        """OPENJEV_CLIENT_DEBIAS as modes (empty for `server`: none beyond the server's own); None: any."""
+        if self.client_debias is None:
+            return None
+        names = {name.strip() for name in self.client_debias.split(",")} - {"", "server"}
+        return frozenset(cast(DebiasMode, name) for name in DEBIAS_MODES if name in names)
+
     @property
     def request_timeout_seconds(self) -> float:
         """`request_timeout` under the name `Limits` (and GET /v1/limits) use."""
@@ -164,7 +174,8 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
     raw: dict[str, Any] = {}
     for field in msgspec.structs.fields(Settings):
         name = env_name(field.name)
-        if name in env and env[name] != "":
+        # An empty secret is kept, to be refused: an unset key in a deployment must not turn authentication off.
+        if name in env and (env[name] != "" or field.name in SECRET_FIELDS):
             raw[field.name] = env[name]
     known = set(Settings.__struct_fields__)
     for name in env:
@@ -190,7 +201,10 @@ def _strip_secrets(raw: dict[str, Any]) -> None:
             # The presented key is stripped too: a trailing newline from a secret file must not lock everyone out.
             raw[key] = raw[key].strip()
             if not raw[key]:
-                raise SettingsError(f"{env_name(key)}: the key is blank (only white space)")
+                raise SettingsError(
+                    f"{env_name(key)} is set but empty or only white space: set it to the key, or unset the "
+                    f"variable (`unset {env_name(key)}`, or leave it out of the environment) to run without a key"
+                )
 
 
 def _check_values(settings: Settings) -> None:
@@ -199,6 +213,14 @@ def _check_values(settings: Settings) -> None:
         value = getattr(settings, field.name)
         if isinstance(value, float) and not math.isfinite(value):
             raise SettingsError(f"{env_name(field.name)}: expected a finite number, got {value}")
+    if settings.client_debias is not None:
+        names = [name.strip() for name in settings.client_debias.split(",")]
+        unknown = [name for name in names if name not in (*DEBIAS_MODES, "server")]
+        if unknown or not any(names):
+            raise SettingsError(
+                f"{env_name('client_debias')}: expected `server` or modes among {', '.join(DEBIAS_MODES)}, "
+                f"comma-separated; got {settings.client_debias!r}"
+            )
     if not settings.host.strip():
         raise SettingsError(f"{env_name('host')}: expected an address or a host name, got an empty value")
 

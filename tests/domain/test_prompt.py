@@ -81,7 +81,7 @@ def test_plan_shares_the_prefix_and_ends_each_suffix_with_answer() -> None:
     assert [b.ask for b in plan.branches] == [0, 1]  # refund, dept
     assert plan.branches[0].label_ids == (LABELS.yes_id, LABELS.no_id)
     assert plan.branches[1].label_ids == LABELS.token_ids[:2]
-    assert plan.total_tokens == len(plan.prefix_ids) + sum(len(b.suffix_ids) for b in plan.branches)
+    assert plan.sent_tokens == sum(len(plan.prefix_ids) + len(b.suffix_ids) for b in plan.branches)
 
 
 @pytest.mark.parametrize(("state", "subject"), [([SYSTEM, USER], "conversation"), ("plain text", "data")])

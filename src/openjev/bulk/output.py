@@ -5,8 +5,10 @@ Nothing here overwrites a file that is not this command's output for this input.
 wrote (`row`, `id`, then `answers` or `error`), and each line's `id` must be the id of the input
 row it names, or the file is refused untouched: a questions file, the input itself, or the
 output of another input are never rewritten. Only the last line may be torn (what a hard kill
-in the middle of a write leaves). Once the file is known to be ours, the answered lines are kept
-and the failed, torn and duplicate ones dropped.
+in the middle of a write leaves), and only when the lines before it are output or it begins as
+one does (`{"row":`): a one-line note or a key file without a newline is not taken for a torn
+line. Once the file is known to be ours, the answered lines are kept and the failed, torn and
+duplicate ones dropped.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import msgspec
 from openjev.bulk.rows import InputError, Row
 
 OUTPUT_KEYS = frozenset({"row", "id", "answers", "usage", "status", "error"})
+LINE_START = b'{"row":'  # how every line `openjev run` writes begins (msgspec, compact, `row` first)
 
 
 def check_output_path(out: Path, inputs: Sequence[Path]) -> None:
@@ -48,12 +51,15 @@ def answered_rows(out: Path, rows: Sequence[Row]) -> set[int]:
         raise InputError(f"--out {out}: {exc.strerror or exc}") from None
     kept: list[bytes] = []
     done: set[int] = set()
+    ours = False  # a line before this one was output
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        record = _output_line(out, number, line, last=number == len(lines))
+        torn = number == len(lines) and (ours or _begins_like_output(line))
+        record = _output_line(out, number, line, torn_allowed=torn)
         if record is None:
             continue  # the torn last line: its row is sent again
+        ours = True
         row = _matching_row(out, number, record, rows)
         if "answers" in record and row not in done:
             done.add(row)
@@ -69,13 +75,19 @@ def answered_rows(out: Path, rows: Sequence[Row]) -> set[int]:
     return done
 
 
-def _output_line(out: Path, number: int, line: bytes, *, last: bool) -> dict[str, Any] | None:
-    """The line as an output record; None for a torn last line; InputError for anything not ours."""
+def _begins_like_output(line: bytes) -> bool:
+    """The line starts as an output line does, or is a start of one cut short."""
+    start = line.strip()
+    return start.startswith(LINE_START) or (bool(start) and LINE_START.startswith(start))
+
+
+def _output_line(out: Path, number: int, line: bytes, *, torn_allowed: bool) -> dict[str, Any] | None:
+    """The line as an output record; None for an allowed torn line; InputError for anything not ours."""
     refusal = f"{out} is not `openjev run` output (line {number}"
     try:
         record = msgspec.json.decode(line)
     except msgspec.DecodeError:
-        if last:
+        if torn_allowed:
             return None
         raise InputError(f"{refusal} is not JSON): refusing to rewrite it; name another --out") from None
     if (

@@ -161,7 +161,7 @@ def _split(codec: PromptCodec, messages: Sequence[ChatMessage], where: Loc) -> P
         text = leaves.texts[index]
         pieces += [
             Piece(text=head, literal=False),
-            Piece(text=_escaped(text) if found.group(1) else text, literal=True),
+            Piece(text=escaped(text) if found.group(1) else text, literal=True),
         ]
     tail = rendered[position:]
     if seen[last] != 1 or _MARKER.search(tail) or any(seen[i] != 1 for i in leaves.contents):
@@ -178,7 +178,7 @@ def _split(codec: PromptCodec, messages: Sequence[ChatMessage], where: Loc) -> P
     return PromptLayout(prefix=tuple(p for p in pieces if p.text), tail_text=tail + ANSWER_OPENING)
 
 
-def _escaped(text: str) -> str:
+def escaped(text: str) -> str:
     """`text` as it appears inside a JSON string the template wrote with `tojson`."""
     return json.dumps(text, ensure_ascii=False)[1:-1]
 

@@ -10,6 +10,22 @@ from collections.abc import Sequence
 from typing import Literal
 
 ConfidenceFormula = Literal["entropy", "typesafe"]
+# How far above 0 a reported log-probability may round (a probability of 1 + 1e-5 at most).
+LOGPROB_ROUNDING = 1e-5
+
+
+def is_logprob(value: float) -> bool:
+    """A log-probability a backend may report: finite and at most 0 (within rounding).
+
+    Anything else (NaN, an infinity, 1e308) comes from a broken backend: taken as it is, it would
+    read as certainty or overflow where the label mass is summed.
+    """
+    return math.isfinite(value) and value <= LOGPROB_ROUNDING
+
+
+def is_share(value: float) -> bool:
+    """A share of a distribution (a label mass): finite, in [0, 1] within rounding."""
+    return math.isfinite(value) and 0.0 <= value <= 1.0 + LOGPROB_ROUNDING
 
 
 def softmax(logprobs: Sequence[float], temperature: float = 1.0) -> list[float]:

@@ -10,7 +10,7 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from openjev.domain.decision import Ask, Decision, Loc
-from openjev.domain.errors import InvalidRequest, Issue, UnknownModel
+from openjev.domain.errors import InvalidRequest, Issue, UnknownModel, echo
 from openjev.domain.limits import Limits
 from openjev.domain.prompt import PromptPlan
 
@@ -63,36 +63,53 @@ def json_depth(value: Any, stop_after: int) -> int:
 def check_model(model: str, accepted: Collection[str]) -> None:
     if model != JEV_ALIAS and model not in accepted:
         names = ", ".join(sorted({JEV_ALIAS, *accepted}))
-        raise UnknownModel(f"unknown model {model!r}: this server serves {names}")
+        raise UnknownModel(f"unknown model {echo(model)}: this server serves {names}")
 
 
-def validate_tokens(plan: PromptPlan, decision: Decision, limits: Limits, branch_limit: int) -> None:
-    """Per-branch context (prompt + the one answer token) and the decision's total token budget."""
+def validate_tokens(
+    plan: PromptPlan, decision: Decision, limits: Limits, branch_limit: int, priors: PromptPlan | None = None
+) -> None:
+    """Per-branch context (prompt + the one answer token) and the decision's total token budget.
+
+    The budget counts what the backend is sent: the warm-up's prefix, then every call whole (each
+    ask in every option order, and every prior call, `priors`, whether or not its prior is cached).
+    """
     prefix = len(plan.prefix_ids)
     issues = [
         _branch_issue(decision.asks[branch.ask], prefix, len(branch.suffix_ids), branch_limit, "")
         for branch in plan.branches
         if prefix + len(branch.suffix_ids) + 1 > branch_limit
     ]
-    if plan.total_tokens > limits.max_total_input_tokens:
-        issues.append(_total_issue(decision.root, plan.total_tokens, limits, ""))
+    total = prefix + plan.sent_tokens + (priors.sent_tokens if priors is not None else 0)
+    if total > limits.max_total_input_tokens:
+        issues.append(_total_issue(decision.root, total, limits, ""))
     if issues:
         raise InvalidRequest(issues)
 
 
 def validate_token_floor(
-    prefix: int, asks: Sequence[int], decision: Decision, limits: Limits, branch_limit: int
+    prefix: int,
+    asks: Sequence[int],
+    decision: Decision,
+    limits: Limits,
+    branch_limit: int,
+    calls: Sequence[tuple[int, int]] | None = None,
 ) -> None:
     """The same limits on lower bounds of the token counts, checked before anything is tokenized.
 
-    Refuses only what cannot fit whatever the exact counts turn out to be. `asks`: each ask's floor.
+    Refuses only what cannot fit whatever the exact counts turn out to be. `asks`: each ask's floor;
+    `calls`: each ask's number of option orders and of prior calls (default: one order, no prior).
+    A prior's content-free prefix counts 0.
     """
     issues = [
         _branch_issue(ask, prefix, suffix, branch_limit, "at least ")
         for ask, suffix in zip(decision.asks, asks, strict=True)
         if prefix + suffix + 1 > branch_limit
     ]
-    total = prefix + sum(asks)
+    counts = calls if calls is not None else [(1, 0)] * len(asks)
+    total = prefix + sum(
+        orders * (prefix + suffix) + priors * suffix for suffix, (orders, priors) in zip(asks, counts, strict=True)
+    )
     if total > limits.max_total_input_tokens:
         issues.append(_total_issue(decision.root, total, limits, "at least "))
     if issues:
@@ -111,7 +128,8 @@ def _branch_issue(ask: Ask, prefix: int, suffix: int, branch_limit: int, bound: 
 def _total_issue(root: Loc, total: int, limits: Limits, bound: str) -> Issue:
     return Issue(
         root,
-        f"the request needs {bound}{total} input tokens (state once plus every question); "
+        f"the request would send the backend {bound}{total} input tokens (the state's prefix, then every "
+        "call whole: each question in every option order bias removal asks, and each prior call); "
         f"the limit is {limits.max_total_input_tokens}",
         "tokens_exceeded",
     )

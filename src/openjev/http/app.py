@@ -78,7 +78,10 @@ def create_app(
             *([loopback_host_check] if is_loopback(settings.host) else []),
         ],
         before_send=[add_request_id, count_responses(metrics)],
-        exception_handlers=error_handlers(SYSTEM_ONE_ERRORS),  # the decisions route has OpenAI's own
+        # OpenAI's envelope under /v1/decisions (404, 405, 401 before the route runs), System One's elsewhere.
+        exception_handlers=error_handlers(
+            SYSTEM_ONE_ERRORS, {decision_routes.DECISIONS_PATH: decision_routes.DECISIONS_ERRORS}
+        ),
         openapi_config=openapi_docs.document_config(
             openapi_docs.TITLE,
             openjev.__version__,

@@ -21,6 +21,7 @@ from typing import Protocol
 
 from litestar.types import Receive
 
+from openjev.domain.errors import echo
 from openjev.http.errors import BadBody, BadEncoding, BodyTimeout, BodyTooLarge
 
 try:  # Python 3.14 has it in the standard library; before that, the backport.
@@ -55,7 +56,7 @@ async def read_body(
     encoding = (content_encoding or "identity").strip().lower()
     if encoding not in SUPPORTED_ENCODINGS:
         raise BadEncoding(
-            f"Content-Encoding {encoding!r} is not supported; use one of {', '.join(SUPPORTED_ENCODINGS)}"
+            f"Content-Encoding {echo(encoding)} is not supported; use one of {', '.join(SUPPORTED_ENCODINGS)}"
         )
     if content_length is not None and content_length.isdigit() and int(content_length) > limit:
         raise BodyTooLarge(f"the request body is {content_length} bytes; the limit is {limit}")

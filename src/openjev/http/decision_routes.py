@@ -26,6 +26,7 @@ from openjev.http.openapi_docs import (
 from openjev.http.orchestration import decide
 
 DECISIONS_ERRORS = ErrorWire(decisions_errors.status_of, decisions_errors.error_body, decisions_errors.plain_body)
+DECISIONS_PATH = "/v1/decisions"  # every error under it is in OpenAI's envelope, those before routing too
 
 
 @post(
@@ -52,7 +53,7 @@ async def system_one(request: Request[None, None, State], state: AppState) -> Re
 
 
 @post(
-    "/v1/decisions",
+    DECISIONS_PATH,
     status_code=200,
     tags=["Decisions"],
     summary="Answer typed questions (OpenAI Decisions API)",

@@ -8,7 +8,7 @@ failure and what is logged are the same for every contract.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,10 +95,21 @@ class ErrorWire:
 Handler = Callable[[Request[Any, Any, Any], Any], Response[Any]]
 
 
-def error_handlers(wire: ErrorWire) -> dict[int | type[Exception], Handler]:
-    """Litestar exception handlers that answer in `wire`'s shape, for the app or for one route."""
+def error_handlers(
+    default: ErrorWire, by_path: Mapping[str, ErrorWire] | None = None
+) -> dict[int | type[Exception], Handler]:
+    """Litestar exception handlers that answer in `default`'s shape, for the app or for one route.
+
+    `by_path`: another shape for the paths that start with a prefix, so that what happens before a
+    route runs (404, 405, a 401 to OPTIONS) is answered in the shape its clients read.
+    """
+
+    def wire_of(request: Request[Any, Any, Any]) -> ErrorWire:
+        path = request.scope["path"]
+        return next((wire for prefix, wire in (by_path or {}).items() if path.startswith(prefix)), default)
 
     def openjev_error(request: Request[Any, Any, Any], exc: OpenJevError) -> Response[Any]:
+        wire = wire_of(request)
         status = wire.status_of(exc)
         headers: dict[str, str] = {}
         if isinstance(exc, Overloaded | NotReady):
@@ -120,7 +131,7 @@ def error_handlers(wire: ErrorWire) -> dict[int | type[Exception], Handler]:
         """Litestar's own errors (404, 405, …) in the same shape as ours."""
         error_type = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return Response(
-            content=wire.plain(exc.status_code, error_type, str(exc.detail)),
+            content=wire_of(request).plain(exc.status_code, error_type, str(exc.detail)),
             status_code=exc.status_code,
             headers=exc.headers,
         )
@@ -128,7 +139,8 @@ def error_handlers(wire: ErrorWire) -> dict[int | type[Exception], Handler]:
     def internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
         log.error("internal_error", error=repr(exc), exc_info=exc)
         return Response(
-            content=wire.plain(500, "internal_error", "internal server error; see the server log"), status_code=500
+            content=wire_of(request).plain(500, "internal_error", "internal server error; see the server log"),
+            status_code=500,
         )
 
     return {OpenJevError: openjev_error, HTTPException: http_exception, Exception: internal_error}

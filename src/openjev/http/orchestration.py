@@ -26,6 +26,7 @@ from litestar.datastructures import State
 from litestar.types import Receive
 
 from openjev.domain.decision import Decision
+from openjev.domain.errors import echo
 from openjev.domain.outcome import Outcome
 from openjev.http.body import read_body
 from openjev.http.errors import ClientGone, UnsupportedMediaType
@@ -103,7 +104,7 @@ def require_json(content_type: str | None) -> None:
     ):
         raise UnsupportedMediaType(
             f"the request body must be JSON: send the header `Content-Type: application/json` "
-            f"(got {f'{content_type!r}' if content_type else 'no Content-Type'})"
+            f"(got {echo(content_type) if content_type else 'no Content-Type'})"
         )
 
 

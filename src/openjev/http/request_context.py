@@ -17,6 +17,7 @@ from litestar.datastructures import MutableScopeHeaders
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, BeforeMessageSendHookHandler, Message, Receive, Scope, Send
 
+from openjev.domain.errors import echo
 from openjev.http.errors import InvalidHost
 from openjev.http.metrics import Metrics
 from openjev.ids import random_id
@@ -112,7 +113,7 @@ def loopback_host_check(app: ASGIApp) -> ASGIApp:
             host = next((v for k, v in scope["headers"] if k == b"host"), None)
             if host is not None and not allowed(host):
                 raise InvalidHost(
-                    f"Host {host.decode('latin-1')!r} is not accepted: this server listens on loopback and "
+                    f"Host {echo(host.decode('latin-1'))} is not accepted: this server listens on loopback and "
                     "answers requests addressed to localhost or a loopback address only (DNS-rebinding "
                     "protection); listen on another address (OPENJEV_HOST) to serve other names"
                 )

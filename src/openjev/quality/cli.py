@@ -12,9 +12,10 @@ import msgspec
 from openjev.client.arguments import add_server_arguments, api_key, positive_int
 from openjev.domain.debiasing import DEBIAS_MODES
 from openjev.quality.dataset import DatasetError
-from openjev.quality.runner import EvalOptions, format_report, run_eval
+from openjev.quality.runner import Collected, EvalOptions, format_report, run_eval
 
 DEBIAS_CHOICES = DEBIAS_MODES
+INTERRUPTED_EXIT_CODE = 130  # Ctrl-C, as a shell reports it
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,7 +25,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Send each labelled item ({state, question, gold} per line) to a System One server and report "
             "accuracy, Brier score, expected calibration error with its reliability table, latency and "
-            "throughput per file. Exits 1 when any item failed."
+            "throughput per file. Exits 1 when any item failed, 130 when interrupted (the report then covers "
+            "what was answered, and --out still gets it)."
         ),
     )
     parser.add_argument("files", nargs="+", type=Path, metavar="FILE.jsonl")
@@ -71,13 +73,16 @@ def main_from_args(args: argparse.Namespace) -> int:
         debias=args.debias,
         limit=args.limit,
     )
+    collected = Collected()
     try:
         if args.out is not None:
             check_report_path(args.out, args.files, force=args.force)
-        report = asyncio.run(run_eval(args.files, options))
+        report = asyncio.run(run_eval(args.files, options, collected))
     except DatasetError as exc:
         print(f"openjev eval: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: report what was answered, and keep it when --out names a file
+        report = collected.partial(options)
     print(format_report(report))
     if args.out is not None:
         try:
@@ -85,4 +90,7 @@ def main_from_args(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"openjev eval: --out {args.out}: {exc.strerror or exc}", file=sys.stderr)
             return 2
+    if report.interrupted:
+        print("openjev eval: interrupted" + (f"; partial report in {args.out}" if args.out else ""), file=sys.stderr)
+        return INTERRUPTED_EXIT_CODE
     return 1 if any(f.failures for f in report.files) else 0

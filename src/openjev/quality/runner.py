@@ -102,12 +102,30 @@ class FileReport(msgspec.Struct):
     reversed: ReverseReport | None = None
     temperature: TemperatureReport | None = None
     yes_no: YesNoReport | None = None  # when every question of the file is a yes/no question
+    unsent: int = 0  # items without an outcome because the run was interrupted (not in `items`)
 
 
 class EvalReport(msgspec.Struct):
     url: str
     model: str
     files: list[FileReport]
+    interrupted: bool = False  # Ctrl-C: the files hold what was answered before it
+
+
+class Collected:
+    """Each file's outcomes as they arrive, so that an interrupted run still reports what was answered."""
+
+    def __init__(self) -> None:
+        self.files: list[tuple[str, int, list[Outcome], float, bool]] = []  # name, items, outcomes, start, yes/no
+
+    def partial(self, options: EvalOptions) -> EvalReport:
+        """The report of what finished, each file's unanswered items counted as unsent."""
+        files = []
+        for name, items, outcomes, started, yes_no in self.files:
+            report = summarize(name, outcomes, time.perf_counter() - started, options, yes_no=yes_no)
+            report.unsent = items - len(outcomes)
+            files.append(report)
+        return EvalReport(url=options.url, model=options.model, files=files, interrupted=True)
 
 
 def request_for(item: EvalItem, question: Question, options: EvalOptions) -> dict[str, Any]:
@@ -153,23 +171,29 @@ async def evaluate_item(client: SystemOneClient, item: EvalItem, options: EvalOp
         return Outcome(error=f"{type(exc).__name__}: {exc}")
 
 
-async def evaluate_file(path: Path, options: EvalOptions) -> FileReport:
+async def evaluate_file(path: Path, options: EvalOptions, collected: Collected | None = None) -> FileReport:
     items = load_items(path)[: options.limit]
     progress = Progress(len(items), path.name, enabled=options.progress)
     gate = asyncio.Semaphore(options.concurrency)
-    async with SystemOneClient(options.url, key=options.key, timeout=options.timeout) as client:
-
-        async def one(item: EvalItem) -> Outcome:
-            async with gate:
-                outcome = await evaluate_item(client, item, options)
-            progress.advance(failed=outcome.error is not None)
-            return outcome
-
-        started = time.perf_counter()
-        outcomes = await asyncio.gather(*(one(item) for item in items))
-        elapsed = time.perf_counter() - started
-    progress.close()
     yes_no = bool(items) and all(item.question.kind == "yes_no" for item in items)
+    finished: list[Outcome] = []
+    started = time.perf_counter()
+    if collected is not None:
+        collected.files.append((str(path), len(items), finished, started, yes_no))
+    try:
+        async with SystemOneClient(options.url, key=options.key, timeout=options.timeout) as client:
+
+            async def one(item: EvalItem) -> Outcome:
+                async with gate:
+                    outcome = await evaluate_item(client, item, options)
+                finished.append(outcome)
+                progress.advance(failed=outcome.error is not None)
+                return outcome
+
+            outcomes = await asyncio.gather(*(one(item) for item in items))
+            elapsed = time.perf_counter() - started
+    finally:
+        progress.close()
     return summarize(str(path), outcomes, elapsed, options, yes_no=yes_no)
 
 
@@ -226,16 +250,18 @@ def summarize(
     return report
 
 
-async def run_eval(paths: Sequence[Path], options: EvalOptions) -> EvalReport:
-    files = [await evaluate_file(path, options) for path in paths]
+async def run_eval(paths: Sequence[Path], options: EvalOptions, collected: Collected | None = None) -> EvalReport:
+    files = [await evaluate_file(path, options, collected) for path in paths]
     return EvalReport(url=options.url, model=options.model, files=files)
 
 
 def format_report(report: EvalReport) -> str:
-    lines: list[str] = []
+    lines: list[str] = ["interrupted: the figures cover the items answered before Ctrl-C"] if report.interrupted else []
     for f in report.files:
         lines += [
-            f"{f.file}: {f.answered}/{f.items} answered" + (f", {f.failures} failed" if f.failures else ""),
+            f"{f.file}: {f.answered}/{f.items} answered"
+            + (f", {f.failures} failed" if f.failures else "")
+            + (f", {f.unsent} not sent (interrupted)" if f.unsent else ""),
             f"  accuracy {_pct(f.accuracy)}   mean confidence {_pct(f.mean_confidence)}   "
             f"Brier {f.brier:.3f}   ECE {f.ece:.3f}   NLL {f.nll:.3f}",
             f"  latency p50 {f.latency_p50:.2f} s, p90 {f.latency_p90:.2f} s   {f.items_per_second:.2f} items/s   "

@@ -47,6 +47,7 @@ import msgspec
 
 from openjev.domain.errors import BackendError, BackendUnavailable, OpenJevError
 from openjev.domain.ports import CallUsage, ScoreCall
+from openjev.domain.scoring_math import is_logprob
 
 # The largest /generate reply openjev accepts is derived from the limits in force (`max_reply_bytes`).
 # An item of a real SGLang 0.5.23 reply is about 600 bytes of meta_info (id, finish_reason, token
@@ -225,7 +226,7 @@ def label_logprobs(meta: MetaInfo, label_ids: Sequence[int]) -> tuple[float, ...
         if label not in by_id:
             raise BackendError(f"SGLang did not return the log-probability of label token id {label}")
         value = by_id[label]
-        if value is None or math.isnan(value) or value == math.inf:
+        if value is None or not is_logprob(value):
             raise BackendError(f"SGLang returned an invalid log-probability {value!r} for label token id {label}")
         values.append(value)
     return tuple(values)

@@ -39,7 +39,7 @@ from openjev.contracts.decisions.wire import (
     SystemText,
 )
 from openjev.domain.decision import Conversation, Document, Loc, State
-from openjev.domain.errors import InvalidRequest, Issue, explain_validation_error
+from openjev.domain.errors import InvalidRequest, Issue, echo, explain_validation_error
 from openjev.domain.ports import ChatMessage, ToolCall
 from openjev.domain.validation import json_depth
 
@@ -67,14 +67,14 @@ def _item(raw: dict[str, Any], where: Loc) -> Item:
         cls: type[Item] | None = MESSAGES.get(role) if isinstance(role, str) else None
         if cls is None:
             raise InvalidRequest.one(
-                (*where, "role"), f"a message's role is one of {', '.join(MESSAGES)}, got {role!r}", "invalid_role"
+                (*where, "role"), f"a message's role is one of {', '.join(MESSAGES)}, got {echo(role)}", "invalid_role"
             )
     else:
         found = ITEMS.get(kind) if isinstance(kind, str) else None
         if found is None:
             kinds = ", ".join(["message", *ITEMS])
             raise InvalidRequest.one(
-                (*where, "type"), f"an input item's type is one of {kinds}, got {kind!r}", "invalid_type"
+                (*where, "type"), f"an input item's type is one of {kinds}, got {echo(kind)}", "invalid_type"
             )
         cls = found
     try:
@@ -109,11 +109,16 @@ class _Transcript:
     def _call(self, item: FunctionCall | CustomToolCall, where: Loc) -> None:
         if item.call_id in self.calls:
             raise InvalidRequest.one(
-                (*where, "call_id"), f"call_id {item.call_id!r} is already used by an earlier call", "duplicate_call_id"
+                (*where, "call_id"),
+                f"call_id {echo(item.call_id)} is already used by an earlier call",
+                "duplicate_call_id",
             )
         self.calls[item.call_id] = item.type
         name = f"{item.namespace}.{item.name}" if item.namespace else item.name
-        arguments = _arguments(item.arguments) if isinstance(item, FunctionCall) else {"input": item.input}
+        if isinstance(item, FunctionCall):
+            arguments = _arguments(item.arguments, (*where, "arguments"))
+        else:
+            arguments = {"input": item.input}
         call = ToolCall(call_id=item.call_id, name=name, arguments=arguments)
         if self.last_is_call_turn:
             turn = self.out[-1]
@@ -129,13 +134,13 @@ class _Transcript:
             earlier = f"an earlier {made} has it" if made else "no earlier call has it"
             raise InvalidRequest.one(
                 (*where, "call_id"),
-                f"this {item.type} answers call_id {item.call_id!r}, but {earlier}: every tool output must "
+                f"this {item.type} answers call_id {echo(item.call_id)}, but {earlier}: every tool output must "
                 f"follow the {wanted} it answers, with the same call_id",
                 "unknown_call_id",
             )
         if item.call_id in self.answered:
             raise InvalidRequest.one(
-                (*where, "call_id"), f"call_id {item.call_id!r} already has an output", "duplicate_call_output"
+                (*where, "call_id"), f"call_id {echo(item.call_id)} already has an output", "duplicate_call_output"
             )
         self.answered.add(item.call_id)
         content = _content(item.output, (*where, "output"))
@@ -143,13 +148,28 @@ class _Transcript:
         self.last_is_call_turn = False
 
 
-def _arguments(text: str) -> str | dict[str, Any]:
-    """A JSON object as an object (what chat templates expect), anything else as the text sent."""
+def _arguments(text: str, where: Loc) -> str | dict[str, Any]:
+    """A JSON object as an object (what chat templates expect), anything else as the text sent.
+
+    `json.loads` takes an escaped lone surrogate (`"\\ud800"`), which is no text a tokenizer can
+    encode: such arguments are refused here, not met as an error while tokenizing.
+    """
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
         return text
-    return value if isinstance(value, dict) and json_depth(value, JSON_MAX_DEPTH) <= JSON_MAX_DEPTH else text
+    if not isinstance(value, dict) or json_depth(value, JSON_MAX_DEPTH) > JSON_MAX_DEPTH:
+        return text
+    try:
+        json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise InvalidRequest.one(
+            where,
+            "the arguments' JSON escapes a lone surrogate (such as \\ud800), which is not text: "
+            "send each character's whole escape pair, or the character itself",
+            "invalid_value",
+        ) from None
+    return value
 
 
 def _content(content: str | Sequence[Any], where: Loc) -> str:

@@ -16,7 +16,7 @@ import msgspec
 from openjev.contracts.extensions import optional
 from openjev.domain.debiasing import DebiasMode
 from openjev.domain.decision import Ask, AskKind, Loc, Option
-from openjev.domain.errors import Issue
+from openjev.domain.errors import Issue, echo
 from openjev.domain.outcome import Distribution
 
 ChoiceValue = str | bool
@@ -209,7 +209,7 @@ class Choice(msgspec.Struct, tag_field="type", tag="choice", forbid_unknown_fiel
         for j, choice in enumerate(self.choices):
             key = (type(choice.value), choice.value)
             if key in seen:
-                message = f"the choice {choice.value!r} is given twice"
+                message = f"the choice {echo(choice.value)} is given twice"
                 issues.append(Issue((*where, self.options_field, j, "value"), message, "duplicate_choice"))
             seen.add(key)
         return issues

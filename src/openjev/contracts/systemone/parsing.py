@@ -14,7 +14,7 @@ import msgspec
 
 from openjev.contracts.systemone.wire import Question, SystemOneRequest, TextValue
 from openjev.domain.decision import Conversation, Decision, Document, Policy, State
-from openjev.domain.errors import InvalidRequest, Issue, explain_validation_error, validation_error_kind
+from openjev.domain.errors import InvalidRequest, Issue, echo, explain_validation_error, validation_error_kind
 from openjev.domain.kinds import KINDS
 from openjev.domain.limits import Limits
 from openjev.domain.ports import ChatMessage
@@ -133,7 +133,7 @@ def _chat_message(message: dict[str, Any], path: tuple[str | int, ...]) -> ChatM
         if part["type"] != "text" or not isinstance(part.get("text"), str):
             raise InvalidRequest.one(
                 (*path, "content", j),
-                f"content part of type {part['type']!r} is not supported: only text is supported",
+                f"content part of type {echo(part['type'])} is not supported: only text is supported",
                 "unsupported_content",
             )
         texts.append(part["text"])
