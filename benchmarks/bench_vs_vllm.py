@@ -37,6 +37,7 @@ import json
 import os
 import random
 import signal
+import socket
 import statistics
 import subprocess
 import tempfile
@@ -46,8 +47,9 @@ import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from vllm_setup import BENCH_CACHE, ensure_venv, ensure_weights, venv_versions
 
@@ -55,6 +57,7 @@ REPO = Path(__file__).resolve().parent.parent
 HELPER = Path(__file__).resolve().parent / "vllm_cpu_helper.py"
 PLAN = (("1 question", 1), ("3 questions (README)", 3), ("12 questions", 12))
 VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_CPU_OMP_THREADS_BIND": "0-1"}
+T = TypeVar("T")
 VLLM_ARGS = ("--dtype", "bfloat16", "--max-model-len", "4096", "--logprobs-mode", "raw_logprobs")
 
 README_QUESTIONS: dict[str, Any] = {
@@ -153,11 +156,11 @@ class Server:
     latencies: dict[int, list[float]] = field(default_factory=dict)
     throughput: list[float] = field(default_factory=list)
     memory: tuple[float, float] | None = None
+    idle_cpu: float = 0.0  # CPU seconds this server used while the other one was being measured
+    idle_wall: float = 0.0
 
 
 def free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
@@ -222,15 +225,37 @@ def stop(server: Server) -> None:
         server.process.wait()
 
 
-def memory(pid: int) -> tuple[float, float]:
-    """Resident memory of the process tree now and its largest process's peak (VmHWM), in GiB."""
-    tree, queue, rss, peak = [], [pid], 0.0, 0.0
+def process_tree(pid: int) -> list[int]:
+    tree, queue = [], [pid]
     while queue:
         current = queue.pop()
         tree.append(current)
         for task in Path(f"/proc/{current}/task").glob("*"):
-            queue.extend(int(child) for child in (task / "children").read_text().split())
-    for member in tree:
+            try:
+                queue.extend(int(child) for child in (task / "children").read_text().split())
+            except OSError:  # a thread or process that ended meanwhile
+                continue
+    return tree
+
+
+def cpu_seconds(server: Server) -> float:
+    """CPU time used so far by the server's process tree (user + system)."""
+    if server.process is None:
+        return 0.0
+    total = 0
+    for member in process_tree(server.process.pid):
+        try:
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def memory(pid: int) -> tuple[float, float]:
+    """Resident memory of the process tree now and its largest process's peak (VmHWM), in GiB."""
+    rss, peak = 0.0, 0.0
+    for member in process_tree(pid):
         fields = dict(line.split(":", 1) for line in Path(f"/proc/{member}/status").read_text().splitlines())
         rss += int(fields["VmRSS"].split()[0]) / 2**20
         peak = max(peak, int(fields["VmHWM"].split()[0]) / 2**20)
@@ -260,34 +285,65 @@ def throughput(server: Server, seed: int, clients: int = 4, each: int = 2) -> fl
     return clients * each / (time.perf_counter() - started)
 
 
+def alone(active: Server, servers: list[Server], work: Callable[[], T]) -> T:
+    """Run `work` against `active`, charging the CPU the other (idle) servers use meanwhile to them."""
+    others = [s for s in servers if s is not active]
+    before = [cpu_seconds(s) for s in others]
+    started = time.perf_counter()
+    result = work()
+    wall = time.perf_counter() - started
+    for server, cpu in zip(others, before, strict=True):
+        server.idle_cpu += cpu_seconds(server) - cpu
+        server.idle_wall += wall
+    return result
+
+
 def measure(servers: list[Server], rounds: int, seed: int) -> float:
     """Alternating rounds; returns the largest probability difference between the servers on shared bodies."""
     for server in servers:  # unmeasured: first-request initialisation, compiled shapes
         for questions in (1, 3, 12):
-            post(server, body(questions, seed - 1 - questions, server.model))
+            seconds, _ = post(server, body(questions, seed - 1 - questions, server.model))
+            print(f"  warm-up {server.name}, {questions} question(s): {seconds:.2f} s", flush=True)
     max_diff = 0.0
     for label, questions in PLAN:
         for r in range(rounds):
             n = seed + 100 * questions + r
             order = servers if r % 2 == 0 else servers[::-1]
-            answers = []
+            answers, line = [], []
             for server in order:
-                seconds, reply = post(server, body(questions, n, server.model))
+                payload = body(questions, n, server.model)
+                seconds, reply = alone(server, servers, partial(post, server, payload))
                 server.latencies.setdefault(questions, []).append(seconds)
                 answers.append(probabilities(reply))
+                line.append(f"{server.name} {seconds:.2f} s")
             if len(answers) == 2:
                 keys = answers[0].keys() & answers[1].keys()
                 max_diff = max([max_diff, *(abs(answers[0][k] - answers[1][k]) for k in keys)])
-        print(f"  done: {label}, {rounds} rounds", flush=True)
+            print(f"  {label}, round {r + 1}: {', '.join(line)}", flush=True)
     for n in range(2):
         for server in servers if n % 2 == 0 else servers[::-1]:
-            server.throughput.append(throughput(server, seed + 10_000 + 100 * n))
-    print("  done: 4 clients × 2 requests, twice", flush=True)
+            rate = alone(server, servers, partial(throughput, server, seed + 10_000 + 100 * n))
+            server.throughput.append(rate)
+            print(f"  4 clients × 2 requests, pass {n + 1}: {server.name} {rate:.2f} req/s", flush=True)
     return max_diff
 
 
 def ratio(a: float | None, b: float | None, form: Callable[[float], str]) -> str:
     return form(a / b) if a is not None and b is not None and b > 0 else "-"
+
+
+def describe(server: Server) -> str:
+    line = f"{server.name}: throughput passes {', '.join(f'{x:.2f}' for x in server.throughput)} req/s"
+    if server.startup is not None:
+        line += f"; ready in {server.startup:.0f} s"
+    if server.memory is not None:
+        line += f"; memory {server.memory[0]:.2f} GiB resident (largest process peak {server.memory[1]:.2f} GiB)"
+    if server.idle_wall > 0 and server.process is not None:
+        line += (
+            f"; while idle {server.idle_cpu:.0f} CPU-s in {server.idle_wall:.0f} s of the other's measurements "
+            f"({server.idle_cpu / server.idle_wall:.2f} cores)"
+        )
+    return line
 
 
 def report(servers: dict[str, Server], max_diff: float | None, settings: list[str]) -> None:
@@ -316,13 +372,7 @@ def report(servers: dict[str, Server], max_diff: float | None, settings: list[st
             print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     print()
     for server in servers.values():
-        passes = ", ".join(f"{x:.2f}" for x in server.throughput)
-        line = f"{server.name}: throughput passes {passes} req/s"
-        if server.startup is not None:
-            line += f"; ready in {server.startup:.0f} s"
-        if server.memory is not None:
-            line += f"; memory {server.memory[0]:.2f} GiB resident (largest process peak {server.memory[1]:.2f} GiB)"
-        print(line)
+        print(describe(server))
     if max_diff is not None:
         print(f"largest |p(openjev) - p(vLLM)| over the shared requests' answers: {max_diff:.4f}")
     print("\n".join(settings))
@@ -361,7 +411,9 @@ def main() -> None:
             else:
                 port = free_port()
                 command = ["uv", "run", "openjev", "serve", "--port", str(port)]
-                servers["openjev"] = launch("openjev", command, dict(os.environ), log_dir, port)
+                # A loaded machine can take minutes for 12 questions: wait rather than fail (no effect on speed).
+                env = {"OPENJEV_REQUEST_TIMEOUT": "900", **os.environ}
+                servers["openjev"] = launch("openjev", command, env, log_dir, port)
             wait_ready(servers["openjev"], "/health", timeout=600)
         if args.only != "openjev":
             if args.vllm_url:
