@@ -384,7 +384,7 @@ def versions(venv: Path, only: str | None) -> list[str]:
     if only != "openjev" and (venv / "bin" / "python").exists():
         lines.append(venv_versions(venv))
     jev = {k: v for k, v in os.environ.items() if k.startswith("OPENJEV_")}
-    lines.append(f"openjev settings from the environment: {jev or 'none (defaults)'}")
+    lines.append(f"openjev settings from the environment: {jev or 'none'} (OPENJEV_REQUEST_TIMEOUT=900 unless set)")
     lines.append(f"vLLM: {' '.join(VLLM_ARGS)}, {' '.join(f'{k}={v}' for k, v in VLLM_ENV.items())}")
     return lines
 
