@@ -47,7 +47,11 @@ def build_runtime(settings: Settings) -> Runtime:
         backend=backend,
         load_codec=load_codec,
         public_model=info.public_name,
-        model_description=info.description,
+        model_description=info.description.replace(
+            "the embedded llama.cpp engine", "the embedded OpenVINO engine (weights as Q8_0)"
+        )
+        if engine == "openvino"
+        else info.description,
         accepted_models=frozenset({info.public_name, real_name, info.file_stem, info.short_stem}),
         default_debias=packaged.debias if packaged else None,
     )
