@@ -58,9 +58,10 @@ import uvloop
 from openjev.adapters.hf_codec import HFCodec
 from openjev.bootstrap import limits_from
 from openjev.contracts import systemone
+from openjev.contracts.decisions.openapi import DECISIONS_EXAMPLE
+from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
 from openjev.domain.labels import LabelSet, verify_labels
 from openjev.domain.prompt import build_plan
-from openjev.http.openapi_docs import DECISIONS_EXAMPLE, EXAMPLE_REQUEST
 from openjev.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openjev.http.openapi_docs import EXAMPLE_REQUEST
+from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
 
 SPEC_EXAMPLE: dict[str, Any] = EXAMPLE_REQUEST
 

@@ -6,10 +6,10 @@ from typing import Any
 
 from openjev.adapters.fake.backend import FakeBackend
 from openjev.adapters.fake.build import build_runtime
+from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
 from openjev.domain.ports import BackendHealth
 from openjev.http.app import create_app
 from openjev.http.docs_pages import ASSETS, SCALAR_VERSION, SWAGGER_VERSION
-from openjev.http.openapi_docs import EXAMPLE_REQUEST
 from openjev.settings import load_settings
 from tests.api.conftest import LOCAL, Client, running
 

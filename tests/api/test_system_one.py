@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from backports import zstd
 
-from openjev.http.openapi_docs import EXAMPLE_REQUEST
+from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
 from tests.api.conftest import Client, running
 
 pytestmark = pytest.mark.anyio

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from openjev.http.openapi_docs import EXAMPLE_REQUEST
+from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
 
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 30.0

@@ -12,10 +12,12 @@ import gc
 import os
 import time
 from enum import StrEnum
+from typing import Any
 
 from litestar.datastructures import State
 
 from openjev.bootstrap import limits_from, start_evaluator
+from openjev.contracts.spec import ContractSpec
 from openjev.domain.errors import NotReady, StartupError
 from openjev.domain.ports import BackendHealth
 from openjev.evaluation import Evaluator
@@ -168,3 +170,5 @@ class AppState(State):
     """The application state, typed: handlers declare `state: AppState`."""
 
     service: ServiceLifecycle
+    contracts: tuple[ContractSpec[Any], ...]  # the served contracts, one decision route each
+    guarded_paths: dict[str, type]  # the paths behind the bearer key, with their error body's type (for OpenAPI)

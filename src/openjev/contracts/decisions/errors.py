@@ -12,8 +12,24 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from openjev.domain.decision import Loc
 from openjev.domain.errors import InvalidRequest, OpenJevError, validation_error_kind
+
+
+class OpenAIError(msgspec.Struct):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class OpenAIErrorBody(msgspec.Struct):
+    """Every error of the Decisions route: OpenAI's `{"error": {"message", "type", "param", "code"}}`."""
+
+    error: OpenAIError
+
 
 # error_type -> (status, OpenAI `type`, OpenAI `code`); the code of an invalid request is its issue's.
 STATUS: dict[str, tuple[int, str, str | None]] = {

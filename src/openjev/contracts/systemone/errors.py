@@ -10,7 +10,25 @@ from typing import Any
 
 import msgspec
 
-from openjev.domain.errors import InvalidRequest, OpenJevError
+from openjev.domain.errors import InvalidRequest, Issue, OpenJevError
+
+
+class ErrorDetail(msgspec.Struct):
+    error_type: str
+    message: str
+
+
+class ErrorBody(msgspec.Struct):
+    """Every error but a 422: `{"detail": {"error_type": ..., "message": ...}}`."""
+
+    detail: ErrorDetail
+
+
+class ValidationErrorBody(msgspec.Struct):
+    """A 422: `{"detail": [{"loc": ["body", ...], "msg": ..., "type": ...}]}`."""
+
+    detail: list[Issue]
+
 
 STATUS: dict[str, int] = {
     "invalid_request": 422,
