@@ -323,7 +323,7 @@ def test_start_up_budgets_nest(load: Loader) -> None:
     app = load()
     container = load_settings(app.SERVER_OPTIONS["env"])
     warmup = float(sglang_command(container, python="python").env["SGLANG_WARMUP_TIMEOUT"])
-    assert warmup == container.startup_timeout == app.API_STARTUP_BUDGET < app.SERVER_OPTIONS["startup_timeout"]
+    assert warmup == container.sglang.startup_timeout == app.API_STARTUP_BUDGET < app.SERVER_OPTIONS["startup_timeout"]
 
 
 def test_the_checkpoint_is_pinned_and_moves_with_one_setting(load: Loader) -> None:

@@ -1,10 +1,10 @@
 """The composition root: settings in, a started and verified evaluator out.
 
 Everything that turns `Settings` into working objects happens here, once: which backend adapter
-to use (`build_runtime`), the admission limits in force (`limits_from`), and the start-up sequence
-(start the backend, load its codec, verify the answer labels, check the chat template, build the
-`Evaluator`). The HTTP app runs `start_evaluator` in the background while /health answers 503;
-tests and notebooks use `serving`:
+to use (`build_runtime`, from the registry `openjev.backends.BACKENDS`), the admission limits in
+force (`limits_from`), and the start-up sequence (start the backend, load its codec, verify the
+answer labels, check the chat template, build the `Evaluator`). The HTTP app runs
+`start_evaluator` in the background while /health answers 503; tests and notebooks use `serving`:
 
     settings = load_settings(backend="fake")
     runtime = build_runtime(settings)
@@ -16,11 +16,13 @@ tests and notebooks use `serving`:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import replace
 
 import msgspec
 
+from openjev.backends import BACKENDS, BackendSpec
 from openjev.domain.labels import LabelSet, verify_labels
 from openjev.domain.limits import Limits
 from openjev.domain.ports import PromptCodec
@@ -31,23 +33,14 @@ from openjev.runtime import Runtime
 from openjev.settings import Settings
 
 
-def build_runtime(settings: Settings) -> Runtime:
-    """The backend adapter the settings ask for (cheap and synchronous: nothing is loaded yet)."""
-    kind = settings.resolved_backend()
-    if kind == "fake":
-        from openjev.adapters.fake.build import build_runtime as build_fake
+def build_runtime(settings: Settings, backends: Mapping[str, BackendSpec] = BACKENDS) -> Runtime:
+    """The backend adapter the settings ask for (cheap and synchronous: nothing is loaded yet).
 
-        return build_fake(settings)
-    if kind == "sglang":
-        from openjev.adapters.sglang.build import build_runtime as build_sglang
-
-        return build_sglang(settings)
-    from openjev.adapters.embedded_requirements import require_embedded_dependencies
-
-    require_embedded_dependencies()  # a StartupError, not an ImportError, where the group is missing
-    from openjev.adapters.embedded.build import build_runtime as build_embedded
-
-    return build_embedded(settings)
+    A runtime whose model has no measured bias removal gets its backend's default here.
+    """
+    spec = backends[settings.resolved_backend()]
+    runtime = spec.build_runtime(settings)
+    return runtime if runtime.default_debias is not None else replace(runtime, default_debias=spec.default_debias)
 
 
 def limits_from(settings: Settings) -> Limits:

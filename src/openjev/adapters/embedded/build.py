@@ -19,7 +19,9 @@ def build_runtime(settings: Settings) -> Runtime:
     checked in `backend.start()`, before llama.cpp reads it. Raises StartupError when OPENJEV_MODEL
     is not a readable GGUF file or a packaged model is missing.
     """
-    path, packaged = resolve_model_path(settings.model, settings.resolved_cache_dir(), revision=settings.revision)
+    path, packaged = resolve_model_path(
+        settings.model, settings.embedded.resolved_cache_dir(), revision=settings.revision
+    )
     info = describe_model(path, settings.served_model_name or (packaged.public_name if packaged else None))
 
     def load_engine(config: EngineConfig) -> Engine:
@@ -30,9 +32,9 @@ def build_runtime(settings: Settings) -> Runtime:
     backend = EmbeddedBackend(
         EngineConfig.create(
             path,
-            threads=settings.threads,
-            parallel_slots=settings.parallel_slots,
-            slot_context=settings.slot_context,
+            threads=settings.embedded.threads,
+            parallel_slots=settings.embedded.parallel_slots,
+            slot_context=settings.embedded.slot_context,
             verbose=settings.log_level == "debug",
             deterministic=settings.deterministic is not False,
         ),
