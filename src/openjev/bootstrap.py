@@ -27,7 +27,7 @@ from openjev.domain.labels import LabelSet, verify_labels
 from openjev.domain.limits import Limits
 from openjev.domain.ports import PromptCodec
 from openjev.domain.prompt import check_template
-from openjev.evaluation import Evaluator
+from openjev.evaluation import Evaluator, EvaluatorConfig
 from openjev.prior_cache import PriorCache
 from openjev.runtime import Runtime
 from openjev.settings import Settings
@@ -73,18 +73,21 @@ def build_evaluator(
     settings: Settings, runtime: Runtime, codec: PromptCodec, labels: LabelSet, limits: Limits | None = None
 ) -> Evaluator:
     """The one place where settings become the evaluator's arguments."""
-    return Evaluator(
-        backend=runtime.backend,
-        codec=codec,
-        labels=labels,
+    config = EvaluatorConfig(
         limits=limits if limits is not None else limits_from(settings),
         temperature=settings.temperature,
         confidence=settings.confidence,
         debias=settings.resolved_debias(runtime.default_debias),
         max_orders=settings.debias_max_orders,
         refuse_below=settings.refuse_below_label_mass,
-        priors=PriorCache(settings.prior_cache_entries),
         branch_context=runtime.backend.context_tokens(),
+    )
+    return Evaluator(
+        backend=runtime.backend,
+        codec=codec,
+        labels=labels,
+        config=config,
+        priors=PriorCache(settings.prior_cache_entries),
     )
 
 
