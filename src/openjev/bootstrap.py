@@ -23,14 +23,15 @@ from dataclasses import replace
 import msgspec
 
 from openjev.backends import BACKENDS, BackendSpec
-from openjev.domain.labels import LabelSet, verify_labels
+from openjev.domain.errors import StartupError
+from openjev.domain.labels import LabelSet, TooFewLabels, verify_labels
 from openjev.domain.limits import Limits
 from openjev.domain.ports import PromptCodec
 from openjev.domain.prompt import check_template
 from openjev.evaluation import Evaluator, EvaluatorConfig
 from openjev.prior_cache import PriorCache
 from openjev.runtime import Runtime
-from openjev.settings import Settings
+from openjev.settings import Settings, env_name
 
 
 def build_runtime(settings: Settings, backends: Mapping[str, BackendSpec] = BACKENDS) -> Runtime:
@@ -64,9 +65,21 @@ async def start_evaluator(
     await runtime.backend.start()
     on_step("loading the tokenizer and verifying labels")
     codec = await asyncio.to_thread(runtime.load_codec)
-    labels = await asyncio.to_thread(verify_labels, codec, settings.max_options)
+    labels = await asyncio.to_thread(verified_labels, codec, settings)
     await asyncio.to_thread(check_template, codec, labels)
     return build_evaluator(settings, runtime, codec, labels, limits)
+
+
+def verified_labels(codec: PromptCodec, settings: Settings) -> LabelSet:
+    """The answer labels for OPENJEV_MAX_OPTIONS options; a model with fewer says which value to set."""
+    try:
+        return verify_labels(codec, settings.max_options)
+    except TooFewLabels as exc:
+        variable = env_name("max_options")
+        raise StartupError(
+            f"the model's tokenizer supports only {exc.supported} single-token answer labels, but "
+            f"{variable}={exc.wanted} needs {exc.wanted}: set {variable} to {exc.supported} or less"
+        ) from None
 
 
 def build_evaluator(

@@ -24,8 +24,9 @@ from openjev.backend_settings import (
     SGLangSettings,
 )
 from openjev.backends import BACKENDS, BackendName, BackendSpec
+from openjev.contracts.decoding import explain_validation_error
 from openjev.domain.debiasing import DebiasMode
-from openjev.domain.errors import SettingsError, explain_validation_error
+from openjev.domain.errors import SettingsError
 from openjev.domain.limits import Limits
 
 PREFIX = "OPENJEV_"

@@ -16,13 +16,13 @@ import msgspec
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
+from openjev.contracts.models import check_model
 from openjev.contracts.registry import CONTRACTS
 from openjev.contracts.spec import ContractSpec, ErrorDoc, ErrorWire, Example, LimitNames, OpenAPIOperation, Schemas
 from openjev.domain.decision import Ask, Decision, Document, Option
 from openjev.domain.errors import InvalidRequest, OpenJevError
 from openjev.domain.limits import Limits
 from openjev.domain.outcome import Distribution, Outcome
-from openjev.domain.validation import check_model
 from openjev.http.app import create_app
 from openjev.settings import load_settings
 from tests.api.conftest import LOCAL

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from litestar import Response, get
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-from openjev.domain.validation import JEV_ALIAS
+from openjev.contracts.models import JEV_ALIAS
 from openjev.http.errors import AuthenticationFailed
 from openjev.http.lifecycle import AppState, Phase
 from openjev.http.metrics import CONTENT_TYPE

@@ -14,9 +14,10 @@ from typing import Any
 
 import msgspec
 
+from openjev.contracts.decoding import validation_error_kind
 from openjev.contracts.status import INTERNAL_STATUS, with_overrides
 from openjev.domain.decision import Loc
-from openjev.domain.errors import InvalidRequest, OpenJevError, validation_error_kind
+from openjev.domain.errors import InvalidRequest, OpenJevError
 
 
 class OpenAIError(msgspec.Struct):

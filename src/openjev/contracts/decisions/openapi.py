@@ -13,10 +13,10 @@ from typing import Any
 
 from openjev.contracts.decisions.errors import OpenAIErrorBody
 from openjev.contracts.decisions.wire import ITEMS, MESSAGES, Choice, DecisionRequest, InputImage, Score
+from openjev.contracts.models import JEV_ALIAS
 from openjev.contracts.spec import ErrorDoc, Example, OpenAPIOperation, Schemas
 from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
 from openjev.domain.limits import Limits
-from openjev.domain.validation import JEV_ALIAS
 
 _REF = "#/components/schemas/{name}"
 INPUT_ITEMS: tuple[type, ...] = (*MESSAGES.values(), *ITEMS.values())

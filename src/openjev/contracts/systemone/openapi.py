@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
+from openjev.contracts.models import JEV_ALIAS
 from openjev.contracts.spec import ErrorDoc, Example, OpenAPIOperation, Schemas
 from openjev.contracts.systemone.errors import ErrorBody, ValidationErrorBody
 from openjev.contracts.systemone.wire import ChoiceQuestion, ScoreQuestion, SystemOneRequest
 from openjev.domain.limits import Limits
-from openjev.domain.validation import JEV_ALIAS, MAX_JSON_DEPTH
+from openjev.domain.validation import MAX_JSON_DEPTH
 
 EXAMPLE_REQUEST: dict[str, Any] = {
     "model": "jev-latest",
