@@ -19,8 +19,9 @@ from litestar.testing import AsyncTestClient
 from openjev.contracts.models import check_model
 from openjev.contracts.registry import CONTRACTS
 from openjev.contracts.spec import ContractSpec, ErrorDoc, ErrorWire, Example, LimitNames, OpenAPIOperation, Schemas
-from openjev.domain.decision import Ask, Decision, Document, Option
+from openjev.domain.decision import Decision, Document
 from openjev.domain.errors import InvalidRequest, OpenJevError
+from openjev.domain.kinds import YES_NO
 from openjev.domain.limits import Limits
 from openjev.domain.outcome import Distribution, Outcome
 from openjev.http.app import create_app
@@ -57,8 +58,7 @@ def parse(body: bytes, limits: Limits, models: Collection[str]) -> AskParsed:
     except msgspec.MsgspecError as exc:
         raise InvalidRequest.one((), str(exc)) from None
     check_model(request.model, models)
-    ask = Ask(kind="yes_no", instructions=request.question, options=(Option(True, None), Option(False, None)))
-    return AskParsed(decision=Decision(state=Document(text=request.text), asks=(ask,)))
+    return AskParsed(decision=Decision(state=Document(text=request.text), asks=(YES_NO.ask(request.question),)))
 
 
 def respond(parsed: AskParsed, outcome: Outcome, model: str) -> AskAnswer:
