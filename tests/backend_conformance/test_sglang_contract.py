@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from openjev.adapters.sglang.backend import SGLangBackend
-from tests.contract.contract import BackendContract, ContractPrompt, chatml_prompt
+from tests.backend_conformance.contract import BackendContract, ContractPrompt, chatml_prompt
 from tests.sglang_emulator import EmulatorConfig, SGLangEmulator
 
 

@@ -28,7 +28,7 @@ from openjev.settings import SGLANG_DEFAULT_REVISION, load_settings
 from tests.smoke.servers import clean_env, openjev_server
 from tests.smoke.smoke_stub import StubServer, free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MODAL_VARIABLES = ("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET", "MODAL_PROFILE", "MODAL_ENVIRONMENT", "MODAL_CONFIG_PATH")
 DEPLOY_VARIABLES = ("OPENJEV_PROFILE", "OPENJEV_FRONTEND", "OPENJEV_SERVED_MODEL_NAME", "OPENJEV_MIN_CONTAINERS",
                     "OPENJEV_MAX_CONTAINERS", "OPENJEV_API_KEY_SECRET", "OPENJEV_REVISION")  # fmt: skip

@@ -19,7 +19,7 @@ from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
 from openjev.domain.errors import StartupError
 from openjev.evaluation import Evaluator
 from openjev.settings import load_settings
-from tests.systemone_use_case import OverSystemOne
+from tests.use_case.systemone_use_case import OverSystemOne
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
