@@ -37,7 +37,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -62,6 +61,7 @@ from openjev.contracts.decisions.openapi import DECISIONS_EXAMPLE
 from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
 from openjev.domain.labels import LabelSet, verify_labels
 from openjev.domain.prompt import build_plan
+from openjev.listen import free_port
 from openjev.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -131,12 +131,6 @@ def planned_calls(ticket: int, codec: HFCodec, settings: Settings, labels: Label
 
 
 # -- processes ----------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def http_json(method: str, url: str, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:

@@ -24,9 +24,10 @@ import pytest
 from openjev.adapters.sglang.flags import PINNED_VERSION, sglang_command
 from openjev.adapters.sglang.launcher import STOP_TIMEOUT
 from openjev.deployment.checkpoint import CheckpointError
+from openjev.listen import free_port
 from openjev.settings import SGLANG_DEFAULT_REVISION, load_settings
 from tests.smoke.servers import clean_env, openjev_server
-from tests.smoke.smoke_stub import StubServer, free_port
+from tests.smoke.smoke_stub import StubServer
 
 ROOT = Path(__file__).resolve().parents[2]
 MODAL_VARIABLES = ("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET", "MODAL_PROFILE", "MODAL_ENVIRONMENT", "MODAL_CONFIG_PATH")
