@@ -20,8 +20,6 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
 
-import msgspec
-
 from openjev.backends import BACKENDS, BackendSpec
 from openjev.domain.errors import StartupError
 from openjev.domain.labels import LabelSet, TooFewLabels, verify_labels
@@ -45,8 +43,15 @@ def build_runtime(settings: Settings, backends: Mapping[str, BackendSpec] = BACK
 
 
 def limits_from(settings: Settings) -> Limits:
-    """The admission limits in force: the settings' fields of the same names."""
-    return msgspec.convert(settings, Limits, from_attributes=True)
+    """The decision limits in force, from the settings."""
+    return Limits(
+        max_questions=settings.max_questions,
+        max_options=settings.max_options,
+        max_input_tokens=settings.max_input_tokens,
+        max_total_input_tokens=settings.max_total_input_tokens,
+        max_concurrent_branches=settings.max_concurrent_branches,
+        request_timeout_seconds=settings.request_timeout,
+    )
 
 
 async def start_evaluator(

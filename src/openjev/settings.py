@@ -28,13 +28,15 @@ from openjev.contracts.decoding import explain_validation_error
 from openjev.domain.debiasing import DebiasMode
 from openjev.domain.errors import SettingsError
 from openjev.domain.limits import Limits
+from openjev.http.limits import AdmissionLimits
 
 PREFIX = "OPENJEV_"
 # Read by modal_app.py on the deploying machine, never by the server: tolerated, not a typo.
 DEPLOYMENT_VARIABLES = frozenset({"OPENJEV_MIN_CONTAINERS", "OPENJEV_MAX_CONTAINERS", "OPENJEV_API_KEY_SECRET"})
 MAX_OPTION_LIMIT = 255
 SECRET_FIELDS = ("api_key", "backend_api_key")  # stripped of surrounding white space, like a presented key
-_LIMITS = Limits()  # the admission limits' defaults are the domain's
+_LIMITS = Limits()  # the decision limits' defaults are the domain's
+_ADMISSION = AdmissionLimits()  # the HTTP layer's
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
@@ -55,13 +57,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     metrics_public: bool = False  # serve GET /metrics without the API key (a scraper on a private network)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
-    # Admission limits (per API process): `openjev.bootstrap.limits_from` reads them by name.
+    # Limits (per API process): `openjev.bootstrap.limits_from` and `openjev.http.lifecycle` read them.
     max_questions: Positive = _LIMITS.max_questions
     max_options: Annotated[int, msgspec.Meta(ge=2, le=MAX_OPTION_LIMIT)] = _LIMITS.max_options
-    max_body_bytes: Positive = _LIMITS.max_body_bytes
+    max_body_bytes: Positive = _ADMISSION.max_body_bytes
     max_input_tokens: Positive = _LIMITS.max_input_tokens
     max_total_input_tokens: Positive = _LIMITS.max_total_input_tokens
-    max_concurrent_requests: Positive = _LIMITS.max_concurrent_requests
+    max_concurrent_requests: Positive = _ADMISSION.max_concurrent_requests
     max_concurrent_branches: Positive = _LIMITS.max_concurrent_branches
     request_timeout: PositiveFloat = _LIMITS.request_timeout_seconds
     # Reading a request body: the whole body within `body_timeout` seconds and, after the first
@@ -100,11 +102,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         if self.debias is not None:
             return self.debias
         return model_default if model_default is not None else backends[self.resolved_backend()].default_debias
-
-    @property
-    def request_timeout_seconds(self) -> float:
-        """`request_timeout` under the name `Limits` (and GET /v1/limits) use."""
-        return self.request_timeout
 
     def aliases(self) -> tuple[str, ...]:
         """OPENJEV_MODEL_ALIASES as names, in the order given, without blanks or repeats."""

@@ -65,7 +65,7 @@ async def decide(
         request.receive,
         request.headers.get("content-encoding"),
         request.headers.get("content-length"),
-        service.limits.max_body_bytes,
+        service.admission_limits.max_body_bytes,
         within=service.settings.body_timeout,
         min_rate=service.settings.body_min_rate,
     )

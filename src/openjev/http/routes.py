@@ -16,6 +16,7 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 from openjev.contracts.models import JEV_ALIAS
 from openjev.http.errors import AuthenticationFailed
 from openjev.http.lifecycle import AppState, Phase
+from openjev.http.limits import Limits
 from openjev.http.metrics import CONTENT_TYPE
 from openjev.http.schemas import (
     UNKNOWN_RELEASE_DATE,
@@ -80,7 +81,7 @@ def limits(state: AppState) -> LimitsReport:
     service = state.service
     evaluator = service.evaluator
     return LimitsReport(
-        limits=service.limits,
+        limits=Limits.of(service.limits, service.admission_limits),
         branch_token_limit=evaluator.branch_limit if evaluator else None,
         scope="per API process",
         contracts={

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import msgspec
 
-from openjev.domain.limits import Limits
+from openjev.http.limits import Limits
 
 UNKNOWN_RELEASE_DATE = "unknown"
 
