@@ -83,6 +83,14 @@ class OpenAPIOperation:
     complete: Callable[[Schemas, Limits, Collection[str]], None]
 
 
+def bound_option_count(schema: dict[str, Any], limits: Limits) -> None:
+    """State the option limits in an options field's schema: an object's property count, else an array's length."""
+    if schema.get("type") == "object":
+        schema.update(minProperties=limits.min_options, maxProperties=limits.max_options)
+    else:
+        schema.update(minItems=limits.min_options, maxItems=limits.max_options)
+
+
 @dataclass(frozen=True)
 class LimitNames:
     """The request fields the question and option counts of `GET /v1/limits` apply to on this contract."""

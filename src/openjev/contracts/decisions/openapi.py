@@ -9,13 +9,14 @@ so renaming a type cannot leave this module patching a component that no longer 
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
+from typing import Any, get_args
 
 from openjev.contracts.decisions.errors import OpenAIErrorBody
-from openjev.contracts.decisions.wire import ITEMS, MESSAGES, Choice, DecisionRequest, InputImage, Score
+from openjev.contracts.decisions.wire import ITEMS, MESSAGES, DecisionRequest, InputImage, Question
 from openjev.contracts.models import JEV_ALIAS
-from openjev.contracts.spec import ErrorDoc, Example, OpenAPIOperation, Schemas
+from openjev.contracts.spec import ErrorDoc, Example, OpenAPIOperation, Schemas, bound_option_count
 from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
+from openjev.domain.kinds import KINDS
 from openjev.domain.limits import Limits
 
 _REF = "#/components/schemas/{name}"
@@ -104,9 +105,9 @@ def complete(schemas: Schemas, limits: Limits, models: Collection[str]) -> None:
     questions = request["questions"]
     questions["minItems"] = 1
     questions["maxItems"] = limits.max_questions
-    options = {"minItems": limits.min_options, "maxItems": limits.max_options}
-    schemas[Choice.__name__]["properties"]["choices"].update(options)
-    schemas[Score.__name__]["properties"]["levels"].update(options)
+    for question in get_args(Question):  # every kind with a number of options: its options field
+        if KINDS[question.kind].noun is not None:
+            bound_option_count(schemas[question.__name__]["properties"][question.options_field], limits)
     for schema in schemas.values():
         _drop_ref(schema, InputImage.__name__)
     schemas.pop(InputImage.__name__, None)

@@ -9,12 +9,13 @@ so renaming a type cannot leave this module patching a component that no longer 
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
+from typing import Any, get_args
 
 from openjev.contracts.models import JEV_ALIAS
-from openjev.contracts.spec import ErrorDoc, Example, OpenAPIOperation, Schemas
+from openjev.contracts.spec import ErrorDoc, Example, OpenAPIOperation, Schemas, bound_option_count
 from openjev.contracts.systemone.errors import ErrorBody, ValidationErrorBody
-from openjev.contracts.systemone.wire import ChoiceQuestion, ScoreQuestion, SystemOneRequest
+from openjev.contracts.systemone.wire import Question, SystemOneRequest
+from openjev.domain.kinds import KINDS
 from openjev.domain.limits import Limits
 from openjev.domain.validation import MAX_JSON_DEPTH
 
@@ -67,10 +68,9 @@ def complete(schemas: Schemas, limits: Limits, models: Collection[str]) -> None:
     questions["propertyNames"] = {"minLength": 1}
     request["assets"] = {"type": "null", "description": "Not supported: only text input is accepted."}
     request["state"]["description"] += f" JSON values nest at most {MAX_JSON_DEPTH} levels."
-    options = {"minProperties": limits.min_options, "maxProperties": limits.max_options}
-    schemas[ChoiceQuestion.__name__]["properties"]["criteria"].update(options)
-    levels = {"minItems": limits.min_options, "maxItems": limits.max_options}
-    schemas[ScoreQuestion.__name__]["properties"]["criteria"].update(levels)
+    for question in get_args(Question):  # every kind with a number of options: its criteria
+        if KINDS[question.kind].noun is not None:
+            bound_option_count(schemas[question.__name__]["properties"]["criteria"], limits)
 
 
 OPERATION = OpenAPIOperation(
