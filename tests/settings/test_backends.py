@@ -13,6 +13,7 @@ from openjev.adapters.fake.backend import FakeBackend
 from openjev.adapters.fake.codec import ChatMLByteCodec
 from openjev.backends import BACKENDS, BackendName, BackendSpec
 from openjev.bootstrap import build_runtime
+from openjev.cli import main
 from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
 from openjev.domain.errors import SettingsError
 from openjev.http.app import create_app
@@ -90,3 +91,10 @@ async def test_a_registered_backend_serves_the_api_with_its_default_bias_removal
     _, plain_calls = await _calls_for_the_example({"OPENJEV_DEBIAS": "none"})
     assert plain_calls == 4  # N + 1 for three questions
     assert calls > plain_calls  # "rotate", the toy's default, asks the choice and the score in more orders
+
+
+def test_the_command_line_offers_every_registered_backend(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["serve", "--backend", "nope"])
+    refused = capsys.readouterr().err
+    assert all(f"'{name}'" in refused for name in ["auto", *BACKENDS]), refused
