@@ -245,7 +245,7 @@ def build_image(api_set: Sequence[str]) -> modal.Image:
         .run_commands(*before)
         # The project alone: `[project.dependencies]`, no dependency group, so neither the embedded
         # backend (group `embedded`) nor `modal` (group `deploy`; Modal mounts its client at run
-        # time); every package the image holds stays at its version (tests/test_image_install.py).
+        # time); every package the image holds stays at its version (tests/deployment/test_image_install.py).
         .uv_pip_install(PROJECT_DIR, extra_options=constraints)
         .run_commands(*after)
     )

@@ -37,7 +37,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -58,9 +57,11 @@ import uvloop
 from openjev.adapters.hf_codec import HFCodec
 from openjev.bootstrap import limits_from
 from openjev.contracts import systemone
+from openjev.contracts.decisions.openapi import DECISIONS_EXAMPLE
+from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
 from openjev.domain.labels import LabelSet, verify_labels
 from openjev.domain.prompt import build_plan
-from openjev.http.openapi_docs import DECISIONS_EXAMPLE, EXAMPLE_REQUEST
+from openjev.listen import free_port
 from openjev.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,12 +131,6 @@ def planned_calls(ticket: int, codec: HFCodec, settings: Settings, labels: Label
 
 
 # -- processes ----------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def http_json(method: str, url: str, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:

@@ -17,7 +17,9 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from bench_embedded import SPEC_EXAMPLE, TWELVE_QUESTIONS, Sample, free_port, run_scenario, start_server, wait_ready
+from bench_embedded import SPEC_EXAMPLE, TWELVE_QUESTIONS, Sample, run_scenario, start_server, wait_ready
+
+from openjev.listen import free_port
 
 # A long request deadline: on a loaded machine a 12-question request at concurrency 4 can exceed 120 s.
 DEADLINE = {"OPENJEV_REQUEST_TIMEOUT": "900"}

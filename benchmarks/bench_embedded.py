@@ -31,7 +31,6 @@ import http.client
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -44,7 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openjev.http.openapi_docs import EXAMPLE_REQUEST
+from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
+from openjev.listen import free_port
 
 SPEC_EXAMPLE: dict[str, Any] = EXAMPLE_REQUEST
 
@@ -101,13 +101,6 @@ class Sample:
     input_tokens: int
     prefix_tokens: int
     cached_tokens: int | None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def start_server(port: int, log: Path, extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:

@@ -40,8 +40,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_embedded import SPEC_EXAMPLE, TWELVE_QUESTIONS, free_port, post, start_server, unique, wait_ready
+from bench_embedded import SPEC_EXAMPLE, TWELVE_QUESTIONS, post, start_server, unique, wait_ready
 from local_engine import LocalEngine, add_model_arguments, verified_model_path
+
+from openjev.listen import free_port
 
 NAIVE_SYSTEM = "You read the data the user gives you and answer every question about it in JSON."
 MAX_ANSWER_TOKENS = 512

@@ -29,7 +29,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from bench_liveness import HOST, TOKENIZER, Probe, free_port, request
+from bench_liveness import HOST, TOKENIZER, Probe, request
+
+from openjev.listen import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTILE = ROOT / "tests" / "sglang" / "hostile_backend.py"

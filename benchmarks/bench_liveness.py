@@ -29,7 +29,6 @@ import gzip
 import http.client
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,6 +41,8 @@ from typing import Any
 
 from backports import zstd
 
+from openjev.listen import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 TOKENIZER = ROOT / ".cache" / "test-assets" / "qwen3"
 EMULATOR = ROOT / "tests" / "sglang_emulator.py"
@@ -53,13 +54,6 @@ QUESTIONS = {
     "urgency": {"type": "score", "instructions": "How urgent is it?", "criteria": ["Routine", "Urgent", "Emergency"]},
 }
 TEXT = "The quick brown fox jumps over the lazy dog. "
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def clean_env(extra: dict[str, str]) -> dict[str, str]:

@@ -4,8 +4,10 @@ anything runs, what the selected tests need beyond `uv sync` is checked, and nam
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 
 import pytest
+import structlog
 from hypothesis import settings
 
 from tests.assets import FETCH_HINT, have_qwen3_tokenizer
@@ -24,3 +26,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         missing.append("chromium: apt-get install -y chromium")
     if missing:
         pytest.exit("missing test prerequisites: " + "; ".join(missing), returncode=PREREQUISITES_MISSING)
+
+
+@pytest.fixture(autouse=True)
+def _logging_configuration_restored() -> Iterator[None]:
+    """A test that configures logging (an app, the CLI) binds the stream in force, `capsys`'s for one, which
+    is closed after it: every later test would then fail writing a log line. The configuration is put back."""
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)

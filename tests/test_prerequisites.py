@@ -19,7 +19,7 @@ def pytest_run(test_file: str, assets: Path) -> subprocess.CompletedProcess[str]
 
 
 def test_missing_test_assets_stop_the_run_with_one_line_naming_the_command(tmp_path: Path) -> None:
-    done = pytest_run("tests/test_token_floor.py", tmp_path)  # reads the Qwen3 tokenizer
+    done = pytest_run("tests/adapters/test_token_floor.py", tmp_path)  # reads the Qwen3 tokenizer
     assert done.returncode == 4, done.stdout[-2000:]
     said = [line for line in done.stdout.splitlines() if "scripts/fetch-test-assets" in line]
     assert len(said) == 1 and "missing test prerequisites: the Qwen3 tokenizer" in said[0]
@@ -27,5 +27,5 @@ def test_missing_test_assets_stop_the_run_with_one_line_naming_the_command(tmp_p
 
 
 def test_tests_that_need_no_assets_still_run_without_them(tmp_path: Path) -> None:
-    done = pytest_run("tests/test_ids.py", tmp_path)
+    done = pytest_run("tests/use_case/test_ids.py", tmp_path)
     assert done.returncode == 0 and "passed" in done.stdout, done.stdout[-2000:]

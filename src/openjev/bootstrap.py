@@ -1,10 +1,10 @@
 """The composition root: settings in, a started and verified evaluator out.
 
 Everything that turns `Settings` into working objects happens here, once: which backend adapter
-to use (`build_runtime`), the admission limits in force (`limits_from`), and the start-up sequence
-(start the backend, load its codec, verify the answer labels, check the chat template, build the
-`Evaluator`). The HTTP app runs `start_evaluator` in the background while /health answers 503;
-tests and notebooks use `serving`:
+to use (`build_runtime`, from the registry `openjev.backends.BACKENDS`), the admission limits in
+force (`limits_from`), and the start-up sequence (start the backend, load its codec, verify the
+answer labels, check the chat template, build the `Evaluator`). The HTTP app runs
+`start_evaluator` in the background while /health answers 503; tests and notebooks use `serving`:
 
     settings = load_settings(backend="fake")
     runtime = build_runtime(settings)
@@ -16,43 +16,42 @@ tests and notebooks use `serving`:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import replace
 
-import msgspec
-
-from openjev.domain.labels import LabelSet, verify_labels
+from openjev.backends import BACKENDS, BackendSpec
+from openjev.domain.errors import StartupError
+from openjev.domain.labels import LabelSet, TooFewLabels, verify_labels
 from openjev.domain.limits import Limits
 from openjev.domain.ports import PromptCodec
 from openjev.domain.prompt import check_template
-from openjev.evaluation import Evaluator
+from openjev.evaluation import Evaluator, EvaluatorConfig
 from openjev.prior_cache import PriorCache
 from openjev.runtime import Runtime
-from openjev.settings import Settings
+from openjev.settings import Settings, env_name
 
 
-def build_runtime(settings: Settings) -> Runtime:
-    """The backend adapter the settings ask for (cheap and synchronous: nothing is loaded yet)."""
-    kind = settings.resolved_backend()
-    if kind == "fake":
-        from openjev.adapters.fake.build import build_runtime as build_fake
+def build_runtime(settings: Settings, backends: Mapping[str, BackendSpec] = BACKENDS) -> Runtime:
+    """The backend adapter the settings ask for (cheap and synchronous: nothing is loaded yet).
 
-        return build_fake(settings)
-    if kind == "sglang":
-        from openjev.adapters.sglang.build import build_runtime as build_sglang
-
-        return build_sglang(settings)
-    from openjev.adapters.embedded_requirements import require_embedded_dependencies
-
-    require_embedded_dependencies()  # a StartupError, not an ImportError, where the group is missing
-    from openjev.adapters.embedded.build import build_runtime as build_embedded
-
-    return build_embedded(settings)
+    A runtime whose model has no measured bias removal gets its backend's default here.
+    """
+    spec = backends[settings.resolved_backend()]
+    runtime = spec.build_runtime(settings)
+    return runtime if runtime.default_debias is not None else replace(runtime, default_debias=spec.default_debias)
 
 
 def limits_from(settings: Settings) -> Limits:
-    """The admission limits in force: the settings' fields of the same names."""
-    return msgspec.convert(settings, Limits, from_attributes=True)
+    """The decision limits in force, from the settings."""
+    return Limits(
+        max_questions=settings.max_questions,
+        max_options=settings.max_options,
+        max_input_tokens=settings.max_input_tokens,
+        max_total_input_tokens=settings.max_total_input_tokens,
+        max_concurrent_branches=settings.max_concurrent_branches,
+        request_timeout_seconds=settings.request_timeout,
+    )
 
 
 async def start_evaluator(
@@ -71,19 +70,28 @@ async def start_evaluator(
     await runtime.backend.start()
     on_step("loading the tokenizer and verifying labels")
     codec = await asyncio.to_thread(runtime.load_codec)
-    labels = await asyncio.to_thread(verify_labels, codec, settings.max_options)
+    labels = await asyncio.to_thread(verified_labels, codec, settings)
     await asyncio.to_thread(check_template, codec, labels)
     return build_evaluator(settings, runtime, codec, labels, limits)
+
+
+def verified_labels(codec: PromptCodec, settings: Settings) -> LabelSet:
+    """The answer labels for OPENJEV_MAX_OPTIONS options; a model with fewer says which value to set."""
+    try:
+        return verify_labels(codec, settings.max_options)
+    except TooFewLabels as exc:
+        variable = env_name("max_options")
+        raise StartupError(
+            f"the model's tokenizer supports only {exc.supported} single-token answer labels, but "
+            f"{variable}={exc.wanted} needs {exc.wanted}: set {variable} to {exc.supported} or less"
+        ) from None
 
 
 def build_evaluator(
     settings: Settings, runtime: Runtime, codec: PromptCodec, labels: LabelSet, limits: Limits | None = None
 ) -> Evaluator:
     """The one place where settings become the evaluator's arguments."""
-    return Evaluator(
-        backend=runtime.backend,
-        codec=codec,
-        labels=labels,
+    config = EvaluatorConfig(
         limits=limits if limits is not None else limits_from(settings),
         temperature=settings.temperature,
         confidence=settings.confidence,
@@ -91,8 +99,14 @@ def build_evaluator(
         max_orders=settings.debias_max_orders,
         refuse_below=settings.refuse_below_label_mass,
         client_debias=settings.client_debias_modes(),
-        priors=PriorCache(settings.prior_cache_entries),
         branch_context=runtime.backend.context_tokens(),
+    )
+    return Evaluator(
+        backend=runtime.backend,
+        codec=codec,
+        labels=labels,
+        config=config,
+        priors=PriorCache(settings.prior_cache_entries),
     )
 
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
+from openjev.backends import BACKENDS
 from openjev.domain.errors import StartupError
 from openjev.logs import configure_logging, get_logger
 from openjev.settings import Settings, env_name, load_settings
@@ -24,9 +25,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve = commands.add_parser("serve", help="run the API (embedded llama.cpp by default, SGLang on GPU hosts)")
     serve.add_argument("--host", help="address to listen on (OPENJEV_HOST, default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to listen on (OPENJEV_PORT, default 8000)")
-    serve.add_argument(
-        "--backend", choices=["auto", "embedded", "sglang", "fake"], help="OPENJEV_BACKEND (default auto)"
-    )
+    serve.add_argument("--backend", choices=["auto", *BACKENDS], help="OPENJEV_BACKEND (default auto)")
     serve.add_argument("--connect", metavar="URL", help="use an SGLang (or SGLang router) already running at URL")
     serve.add_argument("--sglang-python", metavar="PATH", help="launch SGLang with this Python (another environment)")
     serve.set_defaults(run=_serve)
@@ -77,11 +76,11 @@ def _serve(args: argparse.Namespace) -> int:
         backend=runtime.kind,
         model=runtime.public_model,
         listen=f"http://{settings.host}:{settings.port}",
-        sglang_url=settings.sglang_url,
+        sglang_url=settings.sglang.sglang_url,
     )
     # The Granian worker reads its settings from the environment: hand the flags down that way.
     worker_env = {env_name(k): _env_value(v) for k, v in overrides.items() if v is not None}
-    if runtime.kind == "sglang" and settings.sglang_url is None:
+    if runtime.kind == "sglang" and settings.sglang.sglang_url is None:
         from openjev.adapters.sglang.launcher import run_with_sglang
 
         return run_with_sglang(settings, lambda extra: serve_api(settings, {**worker_env, **extra}))

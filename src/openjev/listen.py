@@ -17,6 +17,13 @@ from openjev.domain.errors import SettingsError, StartupError
 from openjev.settings import Settings, env_name
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on `host` now (for a server the caller is about to start: tests, benchmarks)."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
 def listen_address(settings: Settings) -> str:
     """The IP address to give Granian for `settings.host`; raises if the server could not listen there."""
     host, port = settings.host.strip(), settings.port

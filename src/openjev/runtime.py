@@ -1,7 +1,7 @@
 """What a backend adapter hands to the application: the backend, how to load its codec, its names.
 
-Each adapter package has a `build_runtime(settings) -> Runtime`; `openjev.bootstrap` picks one and
-starts it.
+Each adapter package has a `build_runtime(settings) -> Runtime`, registered in `openjev.backends`;
+`openjev.bootstrap` picks one and starts it.
 Building is cheap and synchronous (no model load, no network); the slow parts happen in
 `backend.start()` and `load_codec()`, during the app's start-up while /health says 503.
 """
@@ -11,20 +11,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from openjev.backends import BackendName
 from openjev.domain.debiasing import DebiasMode
 from openjev.domain.ports import PromptCodec, ScoringBackend
 
 
 @dataclass(frozen=True)
 class Runtime:
-    kind: str  # "embedded", "sglang" or "fake"
+    kind: BackendName  # the backend's name in `openjev.backends.BACKENDS`
     backend: ScoringBackend
     load_codec: Callable[[], PromptCodec]  # blocking; called in a worker thread after backend.start()
     public_model: str  # the model id reported in responses and /v1/models
     model_description: str
     accepted_models: frozenset[str] = field(default_factory=frozenset)  # besides public_model and jev-latest
     release_date: str | None = None  # YYYY-MM-DD of the served model, when known
-    default_debias: DebiasMode | None = None  # the bias removal measured best for the served model, when known
+    # The bias removal measured best for the served model, when known; else `bootstrap.build_runtime`
+    # sets the backend's default (`BackendSpec.default_debias`).
+    default_debias: DebiasMode | None = None
 
     @property
     def model_names(self) -> frozenset[str]:

@@ -7,53 +7,48 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast
 
 import msgspec
 
+from openjev.backend_settings import (
+    SGLANG_DEFAULT_MODEL,
+    SGLANG_DEFAULT_PUBLIC_NAME,
+    SGLANG_DEFAULT_REVISION,
+    EmbeddedSettings,
+    FakeSettings,
+    Positive,
+    PositiveFloat,
+    SGLangSettings,
+)
+from openjev.backends import BACKENDS, BackendName, BackendSpec
+from openjev.contracts.decoding import explain_validation_error
 from openjev.domain.debiasing import DEBIAS_MODES, DebiasMode
-from openjev.domain.errors import SettingsError, explain_validation_error
+from openjev.domain.errors import SettingsError
 from openjev.domain.limits import Limits
+from openjev.http.limits import AdmissionLimits
 
 PREFIX = "OPENJEV_"
 # Read by modal_app.py on the deploying machine, never by the server: tolerated, not a typo.
 DEPLOYMENT_VARIABLES = frozenset({"OPENJEV_MIN_CONTAINERS", "OPENJEV_MAX_CONTAINERS", "OPENJEV_API_KEY_SECRET"})
-
-SGLANG_DEFAULT_MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
-# The commit of SGLANG_DEFAULT_MODEL served when OPENJEV_REVISION is unset, so every container
-# loads the same weights and template whatever is pushed to the repository's `main` later.
-# Move it with OPENJEV_REVISION (docs/settings.md, docs/modal.md).
-SGLANG_DEFAULT_REVISION = "491c2f1ea524c639598bf8fa787a93fed5a6fbce"
-SGLANG_DEFAULT_PUBLIC_NAME = "Qwen/Qwen3.6-35B-A3B"
 MAX_OPTION_LIMIT = 255
 SECRET_FIELDS = ("api_key", "backend_api_key")  # stripped of surrounding white space, like a presented key
-
-Positive = Annotated[int, msgspec.Meta(gt=0)]
-PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
-BackendKind = Literal["auto", "embedded", "sglang", "fake"]
-# Bias removal by backend. Embedded: what measured best on the small CPU model (docs/quality.md).
-# SGLang: off until measured on the production model, since dividing out a prior hurt a stronger
-# model in our measurements and option rotation multiplies GPU work. Fake: off, so tests see N + 1 calls.
-DEFAULT_DEBIAS: dict[str, DebiasMode] = {"embedded": "rotate+calibrate", "sglang": "none", "fake": "none"}
-KVCacheDtype = Literal["bf16", "bfloat16", "auto", "fp8_e4m3", "fp8_e5m2", "mxfp8", "nvfp4", "fp4_mx_block16"]
-_LIMITS = Limits()  # the admission limits' defaults are the domain's
+_LIMITS = Limits()  # the decision limits' defaults are the domain's
+_ADMISSION = AdmissionLimits()  # the HTTP layer's
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """Every setting and its default (docs/settings.md). Field `x` is read from `OPENJEV_X`."""
 
     # Model and backend choice.
-    backend: BackendKind = "auto"
+    backend: str = "auto"  # "auto" or a name in `openjev.backends.BACKENDS` (checked by `load_settings`)
     model: str | None = None  # SGLang: HF id or path (default SGLANG_DEFAULT_MODEL); embedded: GGUF path/name/hf:.
     served_model_name: str | None = None  # public model id; default: the model's real name.
     revision: str | None = None  # SGLang's default model: SGLANG_DEFAULT_REVISION unless set (`sglang_revision`).
     tokenizer: str | None = None  # local dir with tokenizer.json (+ tokenizer_config.json) or an HF id.
-    profile: str | None = None  # a named SGLang launch profile (see docs/settings.md).
-    # SGLang's HTTP frontend. Python until a GPU run shows that 0.5.23's Rust frontend starts the
-    # production model (multimodal-family checkpoints need its strict image-processor check).
-    frontend: Literal["rust", "python"] = "python"
+    context_length: Positive | None = None  # the backend's context (SGLang's --context-length; the fake's too)
 
     # HTTP server.
     host: str = "127.0.0.1"
@@ -62,13 +57,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     metrics_public: bool = False  # serve GET /metrics without the API key (a scraper on a private network)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
-    # Admission limits (per API process): `openjev.bootstrap.limits_from` reads them by name.
+    # Limits (per API process): `openjev.bootstrap.limits_from` and `openjev.http.lifecycle` read them.
     max_questions: Positive = _LIMITS.max_questions
     max_options: Annotated[int, msgspec.Meta(ge=2, le=MAX_OPTION_LIMIT)] = _LIMITS.max_options
-    max_body_bytes: Positive = _LIMITS.max_body_bytes
+    max_body_bytes: Positive = _ADMISSION.max_body_bytes
     max_input_tokens: Positive = _LIMITS.max_input_tokens
     max_total_input_tokens: Positive = _LIMITS.max_total_input_tokens
-    max_concurrent_requests: Positive = _LIMITS.max_concurrent_requests
+    max_concurrent_requests: Positive = _ADMISSION.max_concurrent_requests
     max_concurrent_branches: Positive = _LIMITS.max_concurrent_branches
     request_timeout: PositiveFloat = _LIMITS.request_timeout_seconds
     # Reading a request body: the whole body within `body_timeout` seconds and, after the first
@@ -82,7 +77,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # Answers.
     temperature: PositiveFloat = 1.0
     confidence: Literal["entropy", "typesafe"] = "typesafe"
-    debias: DebiasMode | None = None  # default: the served model's, else the backend's (DEFAULT_DEBIAS)
+    debias: DebiasMode | None = None  # default: the served model's, else the backend's (`BackendSpec.default_debias`)
     debias_max_orders: Annotated[int, msgspec.Meta(ge=1, le=64)] = 10  # option orders per choice question
     # The bias removal modes a request's `x_debias` may choose, comma-separated, besides the server's
     # own (`server`: only that one). Default: any. Rotation multiplies backend calls by up to 2n.
@@ -98,40 +93,18 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # against OpenAI); listed in GET /v1/models beside the served model and `jev-latest`.
     model_aliases: str | None = None
 
-    # SGLang backend.
-    sglang_url: str | None = None  # connect to this SGLang (or router) instead of launching one.
-    # What OPENJEV_SGLANG_URL is: found out at start-up (`auto`), or forced when that guesses wrong.
-    sglang_peer: Literal["auto", "worker", "router"] = "auto"
-    sglang_python: str | None = None  # python executable of an environment where SGLang is installed.
-    sglang_port: Annotated[int, msgspec.Meta(ge=1, le=65535)] = 30000
-    backend_api_key: str | None = None
-    context_length: Positive | None = None
-    # SGLang's `--kv-cache-dtype`, always passed: "auto" lets a checkpoint that declares FP8 KV
-    # quantisation turn the KV cache to FP8, which moves the label probabilities.
-    kv_cache_dtype: KVCacheDtype = "bf16"
-    startup_timeout: PositiveFloat = 1800.0
+    # Each backend's own settings (`openjev.backend_settings`), read from OPENJEV_* like the above.
+    embedded: EmbeddedSettings = msgspec.field(default_factory=EmbeddedSettings)
+    sglang: SGLangSettings = msgspec.field(default_factory=SGLangSettings)
+    fake: FakeSettings = msgspec.field(default_factory=FakeSettings)
 
-    # Embedded backend (defaults sized for a 2-core machine). Its engine: OpenVINO where the model's
-    # architecture is one OpenVINO reads (llama, qwen2, qwen3: the packaged models), else llama.cpp.
-    engine: Literal["auto", "openvino", "llama.cpp"] = "auto"
-    cache_dir: str | None = None  # where packaged models are assembled; default $XDG_CACHE_HOME/openjev.
-    threads: Positive | None = None  # default: the number of CPUs.
-    parallel_slots: Positive = 4
-    slot_context: Positive = 4096
-
-    # Fake backend (tests and demos).
-    fake_latency: Annotated[float, msgspec.Meta(ge=0)] = 0.0
-    fake_fail_after: int | None = None  # fail every call after this many (failure injection).
-    fake_swap_labels: bool = False  # answer as if the label mapping were reversed (smoke tests).
-
-    def resolved_cache_dir(self) -> Path:
-        return Path(self.cache_dir).expanduser() if self.cache_dir else Path.home() / ".cache" / "openjev"
-
-    def resolved_debias(self, model_default: DebiasMode | None = None) -> DebiasMode:
+    def resolved_debias(
+        self, model_default: DebiasMode | None = None, backends: Mapping[str, BackendSpec] = BACKENDS
+    ) -> DebiasMode:
         """OPENJEV_DEBIAS, else the default measured for the served model, else the backend's."""
         if self.debias is not None:
             return self.debias
-        return model_default if model_default is not None else DEFAULT_DEBIAS[self.resolved_backend()]
+        return model_default if model_default is not None else backends[self.resolved_backend()].default_debias
 
     def client_debias_modes(self) -> frozenset[DebiasMode] | None:
         """OPENJEV_CLIENT_DEBIAS as modes (empty for `server`: none beyond the server's own); None: any."""
@@ -139,11 +112,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             return None
         names = {name.strip() for name in self.client_debias.split(",")} - {"", "server"}
         return frozenset(cast(DebiasMode, name) for name in DEBIAS_MODES if name in names)
-
-    @property
-    def request_timeout_seconds(self) -> float:
-        """`request_timeout` under the name `Limits` (and GET /v1/limits) use."""
-        return self.request_timeout
 
     def aliases(self) -> tuple[str, ...]:
         """OPENJEV_MODEL_ALIASES as names, in the order given, without blanks or repeats."""
@@ -157,41 +125,75 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             return self.revision
         return SGLANG_DEFAULT_REVISION if self.model in (None, SGLANG_DEFAULT_MODEL) else None
 
-    def resolved_backend(self) -> Literal["embedded", "sglang", "fake"]:
+    def resolved_backend(self) -> str:
         """`auto` means SGLang when one is configured (connect URL or SGLang python), else embedded."""
         if self.backend != "auto":
             return self.backend
-        return "sglang" if (self.sglang_url or self.sglang_python) else "embedded"
+        auto: BackendName = "sglang" if (self.sglang.sglang_url or self.sglang.sglang_python) else "embedded"
+        return auto
 
 
 def env_name(field: str) -> str:
     return PREFIX + field.upper()
 
 
-def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
-    """Settings from `environ` (default os.environ), then `overrides` (e.g. CLI flags) on top."""
-    env = os.environ if environ is None else environ
-    raw: dict[str, Any] = {}
+def _sections() -> dict[str, type[msgspec.Struct]]:
+    """The fields of `Settings` that are a backend's section, with their types."""
+    return {
+        f.name: f.type
+        for f in msgspec.structs.fields(Settings)
+        if isinstance(f.type, type) and issubclass(f.type, msgspec.Struct)
+    }
+
+
+def setting_names() -> Iterator[tuple[str | None, str]]:
+    """Every setting as (its section, or None at the top level; its name): `name` is read from OPENJEV_NAME."""
+    sections = _sections()
     for field in msgspec.structs.fields(Settings):
-        name = env_name(field.name)
+        if field.name in sections:
+            yield from ((field.name, inner.name) for inner in msgspec.structs.fields(sections[field.name]))
+        else:
+            yield None, field.name
+
+
+def load_settings(
+    environ: Mapping[str, str] | None = None, *, backends: Mapping[str, BackendSpec] = BACKENDS, **overrides: Any
+) -> Settings:
+    """Settings from `environ` (default os.environ), then `overrides` (e.g. CLI flags) on top.
+
+    `overrides` name settings as the variables do (`sglang_url`, not `sglang.sglang_url`);
+    `backends`: the backends OPENJEV_BACKEND may name.
+    """
+    env = os.environ if environ is None else environ
+    section_of = dict((name, section) for section, name in setting_names())
+    flat: dict[str, Any] = {}
+    for name in section_of:
+        variable = env_name(name)
         # An empty secret is kept, to be refused: an unset key in a deployment must not turn authentication off.
-        if name in env and (env[name] != "" or field.name in SECRET_FIELDS):
-            raw[field.name] = env[name]
-    known = set(Settings.__struct_fields__)
-    for name in env:
-        if name.startswith(PREFIX) and name[len(PREFIX) :].lower() not in known and name not in DEPLOYMENT_VARIABLES:
-            raise SettingsError(f"{name} is not a known setting (see docs/settings.md)")
+        if variable in env and (env[variable] != "" or name in SECRET_FIELDS):
+            flat[name] = env[variable]
+    for variable in env:
+        if (
+            variable.startswith(PREFIX)
+            and variable[len(PREFIX) :].lower() not in section_of
+            and variable not in DEPLOYMENT_VARIABLES
+        ):
+            raise SettingsError(f"{variable} is not a known setting (see docs/settings.md)")
     for key, value in overrides.items():
         if value is not None:
-            raw[key] = value
-    if "cache_dir" not in raw and env.get("XDG_CACHE_HOME"):
-        raw["cache_dir"] = str(Path(env["XDG_CACHE_HOME"]) / "openjev")
-    _strip_secrets(raw)
+            flat[key] = value
+    if "cache_dir" not in flat and env.get("XDG_CACHE_HOME"):
+        flat["cache_dir"] = str(Path(env["XDG_CACHE_HOME"]) / "openjev")
+    _strip_secrets(flat)
+    raw: dict[str, Any] = {}
+    for key, value in flat.items():
+        section = section_of.get(key)
+        (raw.setdefault(section, {}) if section else raw)[key] = value
     try:
         settings = msgspec.convert(raw, Settings, strict=False)
     except msgspec.ValidationError as exc:
         raise SettingsError(_explain(exc)) from None
-    _check_values(settings)
+    _check_values(settings, backends)
     return settings
 
 
@@ -207,12 +209,12 @@ def _strip_secrets(raw: dict[str, Any]) -> None:
                 )
 
 
-def _check_values(settings: Settings) -> None:
-    """What msgspec's constraints cannot say: finite numbers, a host."""
-    for field in msgspec.structs.fields(Settings):
-        value = getattr(settings, field.name)
+def _check_values(settings: Settings, backends: Mapping[str, BackendSpec]) -> None:
+    """What msgspec's constraints cannot say: finite numbers, a host, a backend that exists."""
+    for section, name in setting_names():
+        value = getattr(getattr(settings, section) if section else settings, name)
         if isinstance(value, float) and not math.isfinite(value):
-            raise SettingsError(f"{env_name(field.name)}: expected a finite number, got {value}")
+            raise SettingsError(f"{env_name(name)}: expected a finite number, got {value}")
     if settings.client_debias is not None:
         names = [name.strip() for name in settings.client_debias.split(",")]
         unknown = [name for name in names if name not in (*DEBIAS_MODES, "server")]
@@ -223,13 +225,26 @@ def _check_values(settings: Settings) -> None:
             )
     if not settings.host.strip():
         raise SettingsError(f"{env_name('host')}: expected an address or a host name, got an empty value")
+    if settings.backend != "auto" and settings.backend not in backends:
+        choices = ", ".join(["auto", *backends])
+        raise SettingsError(f"{env_name('backend')}: expected one of {choices}, got {settings.backend!r}")
 
 
 def _explain(exc: msgspec.ValidationError) -> str:
     message, path = explain_validation_error(exc)
-    if path and isinstance(path[0], str):
-        return f"{env_name(path[0])}: {message}"
+    names = [part for part in path if isinstance(part, str)]
+    if names:
+        return f"{env_name(names[-1])}: {message}"
     return f"invalid settings: {exc}"
 
 
-__all__ = ["Settings", "SettingsError", "env_name", "load_settings"]
+__all__ = [
+    "SGLANG_DEFAULT_MODEL",
+    "SGLANG_DEFAULT_PUBLIC_NAME",
+    "SGLANG_DEFAULT_REVISION",
+    "Settings",
+    "SettingsError",
+    "env_name",
+    "load_settings",
+    "setting_names",
+]

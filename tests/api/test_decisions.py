@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from openjev.http.openapi_docs import AGENT_EXAMPLE, DECISIONS_EXAMPLE, EXAMPLE_REQUEST
+from openjev.contracts.decisions.openapi import AGENT_EXAMPLE, DECISIONS_EXAMPLE
+from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
 from tests.api.conftest import Client
 
 pytestmark = pytest.mark.anyio

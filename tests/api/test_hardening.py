@@ -19,6 +19,7 @@ from litestar.types import ReceiveMessage
 from openjev.adapters.fake.backend import FakeBackend
 from openjev.adapters.fake.build import build_runtime
 from openjev.adapters.hf_codec import HFCodec
+from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
 from openjev.domain.decision import Decision
 from openjev.domain.errors import BackendError, BackendUnavailable
 from openjev.domain.ports import BackendHealth, ChatMessage, LabelScores
@@ -27,7 +28,6 @@ from openjev.http import body
 from openjev.http.app import create_app
 from openjev.http.body import MAX_MEMBERS, inflate, read_body
 from openjev.http.errors import BadBody, BadEncoding, BodyTimeout
-from openjev.http.openapi_docs import EXAMPLE_REQUEST
 from openjev.settings import load_settings
 from tests.api.conftest import LOCAL, Client
 from tests.assets import qwen3_tokenizer_dir

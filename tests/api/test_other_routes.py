@@ -6,10 +6,10 @@ from typing import Any
 
 from openjev.adapters.fake.backend import FakeBackend
 from openjev.adapters.fake.build import build_runtime
+from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
 from openjev.domain.ports import BackendHealth
 from openjev.http.app import create_app
 from openjev.http.docs_pages import ASSETS, SCALAR_VERSION, SWAGGER_VERSION
-from openjev.http.openapi_docs import EXAMPLE_REQUEST
 from openjev.settings import load_settings
 from tests.api.conftest import LOCAL, Client, running
 
@@ -210,3 +210,22 @@ async def test_unknown_routes_are_json_404(client: Client) -> None:
     assert response.status_code == 404
     assert response.json()["detail"]["error_type"] == "not_found"
     assert (await client.post("/nowhere")).status_code == 404
+
+
+def _refs(node: Any) -> set[str]:
+    if isinstance(node, dict):
+        own = {node["$ref"]} if isinstance(node.get("$ref"), str) else set()
+        return own.union(*(_refs(value) for value in node.values()))
+    if isinstance(node, list):
+        return set().union(*(_refs(value) for value in node))
+    return set()
+
+
+async def test_every_reference_in_the_document_names_a_component() -> None:
+    """The document is completed by type, not by component name: a renamed type cannot leave a dangling `$ref`."""
+    async with running({"OPENJEV_API_KEY": "k"}) as client:
+        document = (await client.get("/openapi.json")).json()
+    schemas = document["components"]["schemas"]
+    refs = _refs(document)
+    assert {"#/components/schemas/ErrorBody", "#/components/schemas/OpenAIErrorBody"} <= refs
+    assert {ref.removeprefix("#/components/schemas/") for ref in refs} <= set(schemas)

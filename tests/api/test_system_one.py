@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from backports import zstd
 
-from openjev.http.openapi_docs import EXAMPLE_REQUEST
+from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
 from tests.api.conftest import Client, running
 
 pytestmark = pytest.mark.anyio
@@ -146,14 +146,6 @@ async def test_bodies_over_the_limit_are_413(server: Any) -> None:
         assert gz.status_code == 413
 
 
-async def test_a_compression_bomb_is_refused_without_inflating_it(client: Client) -> None:
-    bomb = zstd.compress(b" " * 500_000_000)  # 500 MB of spaces in a few KB
-    response = await client.post(
-        "/v1/systemone", content=bomb, headers={"content-type": "application/json", "content-encoding": "zstd"}
-    )
-    assert response.status_code == 413
-
-
 @pytest.mark.parametrize("encoding", ["zstd", "gzip"])
 async def test_compressed_bodies_are_accepted(client: Client, encoding: str) -> None:
     raw = json.dumps(EXAMPLE_REQUEST).encode()
@@ -204,8 +196,9 @@ async def test_bearer_auth_when_a_key_is_set(server: Any) -> None:
     assert right.status_code == 200 and health.status_code == 200
 
 
-async def test_an_authorization_header_is_ignored_without_a_key(client: Client) -> None:
-    response = await client.post("/v1/systemone", json=EXAMPLE_REQUEST, headers={"Authorization": "Bearer anything"})
+@pytest.mark.parametrize("auth", ["Bearer whatever", "Basic Zm9vOmJhcg==", "garbage"])
+async def test_an_authorization_header_is_ignored_without_a_key(client: Client, auth: str) -> None:
+    response = await client.post("/v1/systemone", json=EXAMPLE_REQUEST, headers={"Authorization": auth})
     assert response.status_code == 200
 
 

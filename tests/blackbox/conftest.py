@@ -13,7 +13,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from openjev.http.openapi_docs import EXAMPLE_REQUEST
+from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
+from openjev.listen import free_port
 
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 30.0
@@ -53,13 +53,6 @@ def error_type(reply: Reply) -> str:
 
 def noul_questions(n: int) -> dict[str, Any]:
     return {f"q{i}": {"type": "noul", "instructions": f"Is statement {i} true?"} for i in range(n)}
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -8,7 +8,8 @@ import subprocess
 
 import pytest
 
-from tests.blackbox.conftest import clean_env, free_port, openjev_command
+from openjev.listen import free_port
+from tests.blackbox.conftest import clean_env, openjev_command
 
 
 @pytest.mark.parametrize("variable", ["OPENJEV_API_KEY", "OPENJEV_BACKEND_API_KEY"])

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from backports import zstd
 
+from openjev.listen import free_port
 from tests.blackbox.conftest import (
     HOST,
     ServerPool,
     ServerProcess,
     clean_env,
-    free_port,
     http_request,
     openjev_command,
     spec_request,

@@ -16,7 +16,7 @@ from langchain_openai.decisions import Choice, Level, OpenAIDecisions, Predicate
 from openai import AsyncOpenAI, OpenAI
 from pydantic import SecretStr
 
-from openjev.http.openapi_docs import AGENT_EXAMPLE, DECISIONS_EXAMPLE
+from openjev.contracts.decisions.openapi import AGENT_EXAMPLE, DECISIONS_EXAMPLE
 from openjev.smoke.decisions_checks import response_problems
 from tests.blackbox.conftest import API_KEY, REQUEST_ID, ServerProcess
 

@@ -17,6 +17,7 @@ import pytest
 
 from tests.blackbox.conftest import API_KEY, ServerProcess
 
+pytestmark = pytest.mark.slow  # a fifth of the offline suite: `-m "not slow and not integration"` leaves it out
 ROOT = Path(__file__).resolve().parents[2]
 
 MAX_EXAMPLES = "40"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from openjev.http.openapi_docs import AGENT_EXAMPLE, DECISIONS_EXAMPLE
+from openjev.contracts.decisions.openapi import AGENT_EXAMPLE, DECISIONS_EXAMPLE
 from openjev.smoke.decisions_checks import response_problems
 from tests.blackbox.conftest import ServerProcess, post_json
 

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
+from openjev.listen import free_port
 from tests.blackbox.conftest import (
     SPEC_QUESTIONS,
     Reply,
     ServerProcess,
     clean_env,
-    free_port,
     http_request,
     openjev_command,
     post_json,

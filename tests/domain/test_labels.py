@@ -3,8 +3,10 @@ from __future__ import annotations
 import pytest
 
 from openjev.adapters.fake.codec import ChatMLByteCodec
+from openjev.bootstrap import verified_labels
 from openjev.domain.errors import StartupError
-from openjev.domain.labels import candidate_labels, label_context, verify_labels
+from openjev.domain.labels import TooFewLabels, candidate_labels, label_context, verify_labels
+from openjev.settings import load_settings
 
 
 def test_candidates_are_letters_then_letter_pairs() -> None:
@@ -39,7 +41,10 @@ class _FewPairs(ChatMLByteCodec):
 def test_a_model_without_enough_labels_refuses_to_start_naming_its_capacity() -> None:
     with pytest.raises(StartupError, match="supports only 29 single-token answer labels") as info:
         verify_labels(_FewPairs(), 64)
-    assert "OPENJEV_MAX_OPTIONS" in str(info.value)
+    assert isinstance(info.value, TooFewLabels) and (info.value.supported, info.value.wanted) == (29, 64)
+    assert "OPENJEV_" not in str(info.value)  # the domain names no setting: start-up does
+    with pytest.raises(StartupError, match="OPENJEV_MAX_OPTIONS=64 needs 64: set OPENJEV_MAX_OPTIONS to 29 or less"):
+        verified_labels(_FewPairs(), load_settings({}))
     assert verify_labels(_FewPairs(), 29).labels[-3:] == ("AA", "AB", "AC")
 
 

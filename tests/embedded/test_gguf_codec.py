@@ -16,7 +16,7 @@ from openjev.adapters.embedded.gguf_codec import GGUFCodec, build_tokenizer
 from openjev.adapters.embedded.model import read_gguf_metadata, smollm2_path
 from openjev.domain.errors import StartupError
 from openjev.domain.ports import ChatMessage
-from tests.test_token_floor import texts as floor_texts
+from tests.adapters.test_token_floor import texts as floor_texts
 
 
 @pytest.fixture(scope="module")

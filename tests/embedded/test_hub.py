@@ -17,8 +17,8 @@ import pytest
 
 from openjev.adapters.embedded.hub import HubReference, choose_files, parse_reference
 from openjev.domain.errors import StartupError
+from openjev.listen import free_port
 from tests.embedded.fake_hub import FakeHub, fake_hub
-from tests.smoke.smoke_stub import free_port
 
 REPO = "Qwen/Qwen2.5-0.5B-Instruct-GGUF"
 MODEL = b"GGUF" + bytes(range(256)) * 1024  # 256 KiB, a GGUF by its magic (never loaded)

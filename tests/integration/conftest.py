@@ -16,4 +16,4 @@ from openjev.settings import load_settings
 
 @pytest.fixture(scope="session")
 def model_cache() -> Path:
-    return load_settings({}).resolved_cache_dir()
+    return load_settings({}).embedded.resolved_cache_dir()

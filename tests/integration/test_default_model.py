@@ -16,11 +16,11 @@ from openjev.adapters.embedded.packaged_models import DEFAULT_MODEL, model_file,
 from openjev.adapters.openvino.backend import OpenVINOBackend
 from openjev.bootstrap import build_runtime, limits_from, serving
 from openjev.contracts import systemone
+from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
 from openjev.domain.errors import StartupError
 from openjev.evaluation import Evaluator
-from openjev.http.openapi_docs import EXAMPLE_REQUEST
 from openjev.settings import load_settings
-from tests.systemone_use_case import OverSystemOne
+from tests.use_case.systemone_use_case import OverSystemOne
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
@@ -78,9 +78,9 @@ async def test_the_default_models_template_renders_an_agents_tool_call_in_its_ow
     """Qwen2.5's template has a tool-call form: a proposed call reaches the model in it, not folded."""
     from openjev.adapters.embedded.gguf_codec import GGUFCodec
     from openjev.contracts import decisions
+    from openjev.contracts.decisions.openapi import AGENT_EXAMPLE
     from openjev.domain.layout import layout
     from openjev.domain.state import state_messages
-    from openjev.http.openapi_docs import AGENT_EXAMPLE
 
     codec = GGUFCodec.from_gguf(model_file(DEFAULT_MODEL, cache))
     decision = decisions.parse(json.dumps(AGENT_EXAMPLE).encode(), limits_from(load_settings({})), frozenset()).decision

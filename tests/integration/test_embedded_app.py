@@ -13,8 +13,9 @@ from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 from openjev.adapters.embedded.cache_plan import ALIGN
+from openjev.contracts.decisions.openapi import AGENT_EXAMPLE, DECISIONS_EXAMPLE
+from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
 from openjev.http.app import create_app
-from openjev.http.openapi_docs import AGENT_EXAMPLE, DECISIONS_EXAMPLE, EXAMPLE_REQUEST
 from openjev.settings import load_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]

@@ -28,7 +28,7 @@ from openjev.domain.layout import layout
 from openjev.domain.ports import ChatMessage, ScoreCall
 from openjev.domain.prompt import build_plan
 from openjev.settings import load_settings
-from tests.contract.contract import BackendContract, ContractPrompt
+from tests.backend_conformance.contract import BackendContract, ContractPrompt
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 

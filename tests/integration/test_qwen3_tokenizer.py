@@ -7,12 +7,12 @@ import math
 import pytest
 
 from openjev.adapters.hf_codec import HFCodec
+from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
 from openjev.contracts.systemone.parsing import to_decision
 from openjev.contracts.systemone.wire import ChoiceAnswer, NoulAnswer, ScoreAnswer, SystemOneRequest
 from openjev.domain.kinds import rules
 from openjev.domain.labels import label_context, single_token_id, verify_labels
 from openjev.domain.prompt import build_plan, check_template, question_opening
-from openjev.http.openapi_docs import EXAMPLE_REQUEST
 from tests.assets import qwen3_tokenizer_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.needs_test_assets]

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from openjev.http.openapi_docs import EXAMPLE_REQUEST
+from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
 from tests.smoke.servers import openjev_server, wait_ready
 
 pytestmark = pytest.mark.integration

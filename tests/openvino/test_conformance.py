@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from openjev.adapters.openvino.backend import OpenVINOBackend
-from tests.contract.contract import BackendContract, ContractPrompt, chatml_prompt
+from tests.backend_conformance.contract import BackendContract, ContractPrompt, chatml_prompt
 from tests.openvino.fake_engine import VOCAB, FakeEngine
 from tests.openvino.test_backend import CONFIG
 

@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -18,16 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from openjev.listen import free_port
+
 TESTS = Path(__file__).resolve().parents[1]
 STANDIN = Path(__file__).with_name("standin_sglang.py")
 EMULATOR = TESTS / "sglang_emulator.py"
 OPENJEV = Path(sys.executable).with_name("openjev")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def clean_env(extra: Mapping[str, str]) -> dict[str, str]:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sglang.launching import free_port
+from openjev.listen import free_port
 
 ROUTER_VERSION = "0.3.2"
 

@@ -22,7 +22,7 @@ from openjev.domain.limits import Limits
 from openjev.domain.ports import CallUsage, LabelScores, ScoreCall
 from openjev.evaluation import Evaluator
 from tests.sglang_emulator import SGLangEmulator, logprob_of, split_generate_body
-from tests.systemone_use_case import OverSystemOne
+from tests.use_case.systemone_use_case import OverSystemOne
 
 PROMPT = [151644, 872, 198, 9707, 11, 1879, 0, 151645, 198, 151644, 77091, 198]
 LABELS = [32, 33, 34, 35]

@@ -18,8 +18,9 @@ import aiohttp
 import pytest
 
 from openjev.http.openapi_docs import EXAMPLE_REQUEST
+from openjev.listen import free_port
 from tests.assets import qwen3_tokenizer_dir
-from tests.sglang.launching import OPENJEV, clean_env, free_port, health_status, http, wait_until
+from tests.sglang.launching import OPENJEV, clean_env, health_status, http, wait_until
 from tests.sglang_emulator import EmulatorConfig, EmulatorThread, logprob_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.needs_test_assets]

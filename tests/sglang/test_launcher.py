@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from openjev.listen import free_port
 from openjev.settings import SGLANG_DEFAULT_REVISION
 from tests.assets import qwen3_tokenizer_dir
 from tests.sglang.launching import (
     clean_env,
-    free_port,
     health_status,
     http,
     make_standin_python,

@@ -26,8 +26,9 @@ from typing import Any
 import pytest
 
 from openjev.http.openapi_docs import DECISIONS_EXAMPLE, EXAMPLE_REQUEST
+from openjev.listen import free_port
 from tests.assets import qwen3_tokenizer_dir
-from tests.sglang.launching import EMULATOR, OPENJEV, clean_env, free_port, health_status, http, wait_until
+from tests.sglang.launching import EMULATOR, OPENJEV, clean_env, health_status, http, wait_until
 from tests.sglang.router import Router, readiness, start_router
 
 pytestmark = [pytest.mark.integration, pytest.mark.needs_test_assets]

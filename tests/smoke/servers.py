@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.smoke.smoke_stub import free_port
+from openjev.listen import free_port
 
 OPENJEV = Path(sys.executable).with_name("openjev")
 

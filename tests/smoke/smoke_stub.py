@@ -9,7 +9,6 @@ Retry-After while "waking up", a bearer key, a bad shape.
 from __future__ import annotations
 
 import math
-import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,12 +18,6 @@ from aiohttp import web
 from openjev.smoke.checks import SEMANTIC_CASES
 
 STUB_MODEL = "stub/oracle"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def options_of(question: Mapping[str, Any]) -> list[str]:

@@ -13,13 +13,13 @@ from openjev.smoke.checks import (
     SEMANTIC_CASES,
     SHAPES_QUESTIONS,
     answer_problems,
-    build_checks,
     catalog_model_ids,
     evaluate_catalog,
     listed_model,
     many_options,
     semantic_check,
 )
+from openjev.smoke.suite import build_checks
 from tests.smoke.smoke_stub import answer_for, correct_distribution
 
 

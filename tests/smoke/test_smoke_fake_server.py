@@ -22,9 +22,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from openjev.listen import free_port
 from openjev.smoke.runner import EXIT_FAILED, EXIT_OK, SmokeOptions, SmokeResult, run_smoke
 from tests.smoke.servers import OPENJEV, clean_env, openjev_server
-from tests.smoke.smoke_stub import free_port
 
 SEMANTIC = ("obvious_yes", "obvious_no", "obvious_choice_first", "obvious_choice_last")
 STRUCTURAL = ("startup", "models", "all_types", "choice_64", "choice_65_refused", "catalog_model_accepted")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from openjev.client.retry import header_int, retry_after_seconds
+from openjev.listen import free_port
 from openjev.smoke import cli
 from openjev.smoke.runner import (
     EXIT_FAILED,
@@ -23,7 +24,7 @@ from openjev.smoke.runner import (
     SmokeResult,
     run_smoke,
 )
-from tests.smoke.smoke_stub import STUB_MODEL, StubServer, free_port
+from tests.smoke.smoke_stub import STUB_MODEL, StubServer
 
 SEMANTIC = {"obvious_yes", "obvious_no", "obvious_choice_first", "obvious_choice_last"}
 Start = Callable[..., Awaitable[tuple[StubServer, str]]]

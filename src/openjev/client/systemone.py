@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
 import aiohttp
 import msgspec
 
-from openjev.client.retry import RETRIED_STATUSES, retry_after_seconds
+from openjev.client.retry import retry_after_seconds, with_retries
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_RETRY_SECONDS = 1.0  # when a 503/529 carries no usable Retry-After
@@ -64,18 +63,22 @@ class SystemOneClient:
         """Send one request; 503 and 529 are sent again after Retry-After, up to `retries` times."""
         if self._session is None:
             raise RuntimeError("use the client inside `async with`")
+        session = self._session
         body = msgspec.json.encode(request)
         started = time.perf_counter()
-        attempts = 0
-        while True:
-            attempts += 1
-            async with self._session.post(self._url, data=body) as response:
+
+        async def send(attempt: int) -> tuple[Reply, int, str | None]:
+            async with session.post(self._url, data=body) as response:
                 raw = await response.read()
-                status = response.status
-                hint = response.headers.get("retry-after")
-            if status not in RETRIED_STATUSES or attempts > self._retries:
-                return Reply(status=status, body=_decode(raw), latency=time.perf_counter() - started, attempts=attempts)
-            await asyncio.sleep(min(MAX_RETRY_SECONDS, retry_after_seconds(hint) or DEFAULT_RETRY_SECONDS))
+                status, hint = response.status, response.headers.get("retry-after")
+            reply = Reply(status=status, body=_decode(raw), latency=time.perf_counter() - started, attempts=attempt)
+            return reply, status, hint
+
+        return await with_retries(send, retries=self._retries, wait=_wait)
+
+
+def _wait(retry_after: str | None) -> float:
+    return min(MAX_RETRY_SECONDS, retry_after_seconds(retry_after) or DEFAULT_RETRY_SECONDS)
 
 
 def _decode(raw: bytes) -> Any:

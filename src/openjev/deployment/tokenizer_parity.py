@@ -16,12 +16,13 @@ from typing import Any
 import msgspec
 
 from openjev.contracts import decisions, systemone
+from openjev.contracts.decisions.openapi import AGENT_EXAMPLE
+from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
 from openjev.domain.decision import Decision
 from openjev.domain.labels import verify_labels
 from openjev.domain.limits import Limits
 from openjev.domain.ports import PromptCodec
 from openjev.domain.prompt import build_plan
-from openjev.http.openapi_docs import AGENT_EXAMPLE, EXAMPLE_REQUEST
 from openjev.settings import MAX_OPTION_LIMIT
 
 CONTEXT_TOKENS = 3  # ids shown on each side of the first difference

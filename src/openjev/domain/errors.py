@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import msgspec
 
-_SEGMENT = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+|\.\.\.)\]")
 # Characters of a client's value an error message quotes (`echo`): 64 duplicate 30,000-character
 # choices once made a 1.9 MB error body, a 10,000-character call_id a 10 KB one.
 ECHO_LIMIT = 200
 
 
 class Issue(msgspec.Struct, frozen=True):
-    """One validation problem; `loc` starts with "body" like FastAPI's 422 detail."""
+    """One validation problem, located in the caller's request in its contract's own terms."""
 
     loc: tuple[str | int, ...]
     msg: str
@@ -125,32 +123,3 @@ def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
         if isinstance(exc, OpenJevError):
             return exc
     return leaves[0]
-
-
-def explain_validation_error(exc: msgspec.ValidationError) -> tuple[str, list[str | int]]:
-    """msgspec's message and the path it names: `$.a[0].b` reads as `["a", 0, "b"]`, a dict key as `"..."`.
-
-    The one reader of msgspec's error text: request parsing and settings both use it. msgspec quotes
-    the offending value or field name whole: the message is cut like `echo`'s quotes.
-    """
-    message, _, where = str(exc).rpartition(" - at `") if " - at `" in str(exc) else (str(exc), "", "")
-    if len(message) > ECHO_LIMIT + 50:
-        message = f"{message[: ECHO_LIMIT + 50]}… ({len(message)} characters)"
-    path = where.rstrip("`")[1:] if where else ""
-    segments: list[str | int] = []
-    for name, index in _SEGMENT.findall(path):
-        segments.append(name if name else (index if index == "..." else int(index)))
-    return message, segments
-
-
-def validation_error_kind(message: str) -> str:
-    """What a msgspec validation message says went wrong: missing, unknown (field), tag, enum, or type."""
-    if message.startswith("Object missing required field"):
-        return "missing"
-    if message.startswith("Object contains unknown field"):
-        return "unknown"
-    if message.startswith("Invalid value"):
-        return "tag"
-    if message.startswith("Invalid enum value"):
-        return "enum"
-    return "type"

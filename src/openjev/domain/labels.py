@@ -57,8 +57,20 @@ def single_token_id(codec: PromptCodec, context: str, base: list[int], label: st
     return None
 
 
+class TooFewLabels(StartupError):
+    """The tokenizer has fewer single-token labels than the option limit needs (the caller names the setting)."""
+
+    def __init__(self, supported: int, wanted: int) -> None:
+        super().__init__(
+            f"the model's tokenizer supports only {supported} single-token answer labels, but {wanted} options "
+            f"need {wanted}"
+        )
+        self.supported = supported
+        self.wanted = wanted
+
+
 def verify_labels(codec: PromptCodec, count: int) -> LabelSet:
-    """The first `count` labels that are single tokens, or StartupError naming what the model supports."""
+    """The first `count` labels that are single tokens; StartupError (TooFewLabels: what the model supports) if not."""
     context = label_context(codec)
     base = codec.encode_template(context)
     yes_id = single_token_id(codec, context, base, YES)
@@ -76,7 +88,4 @@ def verify_labels(codec: PromptCodec, count: int) -> LabelSet:
             ids.append(token)
             if len(labels) == count:
                 return LabelSet(labels=tuple(labels), token_ids=tuple(ids), yes_id=yes_id, no_id=no_id)
-    raise StartupError(
-        f"the model's tokenizer supports only {len(labels)} single-token answer labels, but "
-        f"OPENJEV_MAX_OPTIONS={count} needs {count}: set OPENJEV_MAX_OPTIONS to {len(labels)} or less"
-    )
+    raise TooFewLabels(len(labels), count)

@@ -14,9 +14,9 @@ from typing import Any
 
 import msgspec
 
-from openjev.domain.decision import Ask, Conversation, Loc, Option, State
+from openjev.domain.decision import Ask, Conversation, Loc, State
 from openjev.domain.errors import InvalidRequest, StartupError
-from openjev.domain.kinds import rules
+from openjev.domain.kinds import CHOICE, rules
 from openjev.domain.labels import ANSWER_OPENING, LabelSet
 from openjev.domain.layout import Piece, encode_pieces, escaped, fold_tool_calls, layout
 from openjev.domain.ports import ChatMessage, PromptCodec
@@ -167,11 +167,7 @@ def _strings(value: Any) -> list[str]:
 def check_template(codec: PromptCodec, labels: LabelSet) -> None:
     """Start-up check: the template inserts content verbatim, and the pieces tokenize as the whole does."""
     messages = [ChatMessage(role="system", content="You are careful."), ChatMessage(role="user", content="Hi")]
-    ask = Ask(
-        kind="choice",
-        instructions="Pick one.",
-        options=(Option(key="a", text="First"), Option(key="b", text="Second")),
-    )
+    ask = CHOICE.ask("Pick one.", [("a", "First"), ("b", "Second")])
     opening, text = question_opening(state_subject(Conversation(messages=tuple(messages)))), question_text(ask, labels)
     try:
         split = layout(codec, messages)

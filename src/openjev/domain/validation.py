@@ -1,4 +1,4 @@
-"""The rules every contract applies the same way: counts, JSON depth, the model, and the token limits.
+"""The rules every contract applies the same way: counts, JSON depth and the token limits.
 
 Each contract checks its own wire shape, then calls these with the locations of its own fields, so
 the same request breaks the same rule with the same message whichever contract it came through.
@@ -6,15 +6,14 @@ the same request breaks the same rule with the same message whichever contract i
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from openjev.domain.decision import Ask, Decision, Loc
-from openjev.domain.errors import InvalidRequest, Issue, UnknownModel, echo
+from openjev.domain.errors import InvalidRequest, Issue
 from openjev.domain.limits import Limits
 from openjev.domain.prompt import PromptPlan
 
-JEV_ALIAS = "jev-latest"
 MAX_JSON_DEPTH = 64  # nesting of a JSON text value (state, instructions, descriptions); a flat object is 1
 
 
@@ -58,12 +57,6 @@ def json_depth(value: Any, stop_after: int) -> int:
             return deepest
         stack.extend((child, depth + 1) for child in children)
     return deepest
-
-
-def check_model(model: str, accepted: Collection[str]) -> None:
-    if model != JEV_ALIAS and model not in accepted:
-        names = ", ".join(sorted({JEV_ALIAS, *accepted}))
-        raise UnknownModel(f"unknown model {echo(model)}: this server serves {names}")
 
 
 def validate_tokens(

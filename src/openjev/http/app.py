@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 from litestar import Litestar, Router
 from litestar.middleware import DefineMiddleware
@@ -11,9 +12,11 @@ from prometheus_client import CollectorRegistry
 
 import openjev
 from openjev.bootstrap import build_runtime
-from openjev.contracts.systemone import errors as systemone_errors
-from openjev.http import decision_routes, docs_pages, openapi_docs, routes
-from openjev.http.errors import ErrorWire, error_handlers
+from openjev.contracts.registry import CONTRACTS
+from openjev.contracts.spec import ContractSpec
+from openjev.http import docs_pages, openapi_docs, routes
+from openjev.http.decision_routes import decision_route
+from openjev.http.errors import error_handlers
 from openjev.http.lifecycle import AppState, ServiceLifecycle
 from openjev.http.metrics import Metrics
 from openjev.http.request_context import (
@@ -28,8 +31,6 @@ from openjev.logs import configure_logging
 from openjev.runtime import Runtime
 from openjev.settings import Settings, load_settings
 
-SYSTEM_ONE_ERRORS = ErrorWire(systemone_errors.status_of, systemone_errors.error_body, systemone_errors.plain_body)
-
 
 def create_app(
     settings: Settings | None = None,
@@ -37,16 +38,20 @@ def create_app(
     *,
     exit_on_failure: bool = False,
     freeze_heap: bool = False,
+    contracts: Sequence[ContractSpec[Any]] = CONTRACTS,
 ) -> Litestar:
     """An app that answers at once and loads its backend in the background (/health is 503 until ready).
 
     `freeze_heap` (the server process) moves what start-up built out of the garbage collector's
     reach once ready (`gc.freeze`); it is process-wide, so apps built in tests leave it off.
+    `contracts`: the wire contracts served, one decision route each; the first one's error shape is
+    the server's own (the routes of no contract, unknown paths).
     """
     settings = settings or load_settings()
     configure_logging(settings.log_level)
     runtime = runtime or build_runtime(settings)
-    metrics = Metrics(CollectorRegistry(auto_describe=True), backend=runtime.kind)
+    contracts = tuple(contracts)
+    metrics = Metrics(CollectorRegistry(auto_describe=True), backend=runtime.kind, contracts=contracts)
     service = ServiceLifecycle(
         settings, runtime, exit_on_failure=exit_on_failure, metrics=metrics, freeze_heap=freeze_heap
     )
@@ -59,10 +64,17 @@ def create_app(
         finally:
             await service.stop()
 
-    guarded = [decision_routes.system_one, decision_routes.decisions, routes.list_models, routes.limits]
+    server_voice = contracts[0]
+    request_ids = list(dict.fromkeys(spec.request_id_header for spec in contracts))
+    guarded = [*(decision_route(spec, contracts) for spec in contracts), routes.list_models, routes.limits]
     open_routes = [routes.health, routes.live]
     (open_routes if settings.metrics_public else guarded).append(routes.metrics)
     protected = Router("/", route_handlers=guarded, middleware=routes.bearer_check(settings.api_key))
+    # Each path behind the key, with the error body its 401 is written in (for the OpenAPI document).
+    error_bodies = {spec.path: spec.openapi.error_body for spec in contracts}
+    guarded_paths = {
+        path: error_bodies.get(path, server_voice.openapi.error_body) for handler in guarded for path in handler.paths
+    }
     return Litestar(
         route_handlers=[
             protected,
@@ -71,17 +83,15 @@ def create_app(
             docs_pages.swagger,
             docs_pages.asset,
         ],
-        state=AppState({"service": service}),
+        state=AppState({"service": service, "contracts": contracts, "guarded_paths": guarded_paths}),
         lifespan=[lifespan],
         middleware=[
             DefineMiddleware(RequestContextMiddleware, metrics=metrics, access_log=access_logger()),
             *([loopback_host_check] if is_loopback(settings.host) else []),
         ],
-        before_send=[add_request_id, count_responses(metrics)],
-        # OpenAI's envelope under /v1/decisions (404, 405, 401 before the route runs), System One's elsewhere.
-        exception_handlers=error_handlers(
-            SYSTEM_ONE_ERRORS, {decision_routes.DECISIONS_PATH: decision_routes.DECISIONS_ERRORS}
-        ),
+        before_send=[add_request_id(request_ids), count_responses(metrics)],
+        # Each contract's envelope under its path (404, 405, 401 before a route runs too); the first's elsewhere.
+        exception_handlers=error_handlers(server_voice.errors, {spec.path: spec.errors for spec in contracts}),
         openapi_config=openapi_docs.document_config(
             openapi_docs.TITLE,
             openjev.__version__,

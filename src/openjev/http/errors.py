@@ -1,7 +1,7 @@
 """HTTP-only errors, and the exception handlers that answer every error in a contract's own shape.
 
-Each contract says how it writes errors (`ErrorWire`: System One's `detail`, OpenAI's `error`
-envelope); the headers (Retry-After, WWW-Authenticate), what a client may be told of a backend
+Each contract says how it writes errors (its spec's `ErrorWire`: System One's `detail`, OpenAI's
+`error` envelope); the headers (Retry-After, WWW-Authenticate), what a client may be told of a backend
 failure and what is logged are the same for every contract.
 """
 
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from litestar import Request, Response
 from litestar.exceptions import HTTPException
 
+from openjev.contracts.spec import ErrorWire
 from openjev.domain.errors import (
     BackendError,
     BackendUnavailable,
@@ -77,19 +77,6 @@ def public_text(text: str, limit: int = 300) -> str:
     """`text` fit for a client: no URLs, only its first line (no stack text), at most `limit` characters."""
     first = _URL.sub("<backend>", text.strip().split("\n", 1)[0])
     return first if len(first) <= limit else first[: limit - 1] + "…"
-
-
-@dataclass(frozen=True)
-class ErrorWire:
-    """How one contract writes errors: the status of an openjev error, and the bodies.
-
-    `body(exc, message)` is the body for an openjev error (`message`: what the client may be told);
-    `plain(status, error_type, message)` for any other HTTP error (Litestar's own 404, 405, …).
-    """
-
-    status_of: Callable[[OpenJevError], int]
-    body: Callable[[OpenJevError, str], Any]
-    plain: Callable[[int, str, str], Any]
 
 
 Handler = Callable[[Request[Any, Any, Any], Any], Response[Any]]

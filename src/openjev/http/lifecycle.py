@@ -12,15 +12,18 @@ import gc
 import os
 import time
 from enum import StrEnum
+from typing import Any
 
 from litestar.datastructures import State
 
 from openjev.bootstrap import limits_from, start_evaluator
+from openjev.contracts.spec import ContractSpec
 from openjev.domain.errors import NotReady, StartupError
 from openjev.domain.ports import BackendHealth
 from openjev.evaluation import Evaluator
 from openjev.http.admission import Admission
 from openjev.http.errors import public_text
+from openjev.http.limits import AdmissionLimits
 from openjev.http.metrics import Metrics
 from openjev.http.schemas import HealthReport
 from openjev.logs import get_logger
@@ -59,7 +62,10 @@ class ServiceLifecycle:
         self.settings = settings
         self.runtime = runtime
         self.limits = limits_from(settings)
-        self.admission = Admission(settings.max_concurrent_requests)
+        self.admission_limits = AdmissionLimits(
+            max_body_bytes=settings.max_body_bytes, max_concurrent_requests=settings.max_concurrent_requests
+        )
+        self.admission = Admission(self.admission_limits.max_concurrent_requests)
         self.metrics = metrics if metrics is not None else Metrics(backend=runtime.kind)
         self.metrics.evaluations_running.set_function(lambda: self.admission.active)
         self.model_aliases = settings.aliases()
@@ -168,3 +174,5 @@ class AppState(State):
     """The application state, typed: handlers declare `state: AppState`."""
 
     service: ServiceLifecycle
+    contracts: tuple[ContractSpec[Any], ...]  # the served contracts, one decision route each
+    guarded_paths: dict[str, type]  # the paths behind the bearer key, with their error body's type (for OpenAPI)

@@ -9,12 +9,15 @@ code, the phase name, the backend state. Never a request id, a path as sent, or 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, Info
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 import openjev
+from openjev.contracts.registry import CONTRACTS
+from openjev.contracts.spec import ContractSpec
 from openjev.domain.outcome import Outcome, Refusal
 
 # Seconds: from a fake backend's millisecond up to the default 120 s request timeout.
@@ -23,15 +26,23 @@ COUNT_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, float("inf"))
 UNMATCHED_ROUTE = "unmatched"  # 404s and anything else that matched no route: one label value for all
 BACKEND_STATES = ["starting", "ok", "slow", "down"]
 STARTED_AT_KEY = "openjev_started"
-CONTRACTS = ("systemone", "decisions")  # the `contract` label's values: one per decision route
-OVERLOAD_STATUSES = frozenset({529, 429})  # System One's and OpenAI's overload answers
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
 class Metrics:
-    """Every openjev metric, registered on `registry`."""
+    """Every openjev metric, registered on `registry`.
 
-    def __init__(self, registry: CollectorRegistry | None = None, *, backend: str = "unknown") -> None:
+    `contracts`: the served contracts; their names are the `contract` label's values, their
+    overload statuses what `openjev_overloaded_responses` counts.
+    """
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        backend: str = "unknown",
+        contracts: Sequence[ContractSpec[Any]] = CONTRACTS,
+    ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
         Info("openjev", "The openjev build and the backend kind.", registry=r).info(
@@ -133,7 +144,11 @@ class Metrics:
         # Labelled children looked up once, not on every request (`labels()` validates and locks).
         self._phases = {phase: self.phase_seconds.labels(phase=phase) for phase in ("prepare", "prefill", "branches")}
         self._by_route: dict[tuple[str, int], tuple[Any, Any]] = {}  # route templates x status codes: small sets
-        self._by_contract = {c: (self.answered.labels(contract=c), self.refusals.labels(contract=c)) for c in CONTRACTS}
+        self._overload_statuses = frozenset(spec.overload_status for spec in contracts)
+        self._by_contract = {
+            spec.name: (self.answered.labels(contract=spec.name), self.refusals.labels(contract=spec.name))
+            for spec in contracts
+        }
 
     # Recording -------------------------------------------------------------------------------
 
@@ -157,7 +172,7 @@ class Metrics:
         started = scope.get("state", {}).get(STARTED_AT_KEY)
         if started is not None:
             seconds.observe(time.perf_counter() - started)
-        if status in OVERLOAD_STATUSES:
+        if status in self._overload_statuses:
             self.overloaded.inc()
         elif status == 504:
             self.timeouts.inc()

@@ -18,14 +18,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Protocol, TypeVar
 
 import msgspec
 from litestar import Request
 from litestar.datastructures import State
 from litestar.types import Receive
 
-from openjev.domain.decision import Decision
+from openjev.contracts.spec import P
 from openjev.domain.errors import echo
 from openjev.domain.outcome import Outcome
 from openjev.http.body import read_body
@@ -33,16 +32,6 @@ from openjev.http.errors import ClientGone, UnsupportedMediaType
 from openjev.http.lifecycle import ServiceLifecycle
 
 LARGE_BODY_BYTES = 64 * 1024  # above this, tokenizing goes to a thread so other requests keep flowing
-
-
-class Translated(Protocol):
-    """What a contract's parser returns: its checked request, holding the decision it asks for."""
-
-    @property
-    def decision(self) -> Decision: ...
-
-
-P = TypeVar("P", bound=Translated)
 
 
 class Decided(msgspec.Struct, frozen=True):
@@ -77,7 +66,7 @@ async def decide(
         request.receive,
         request.headers.get("content-encoding"),
         request.headers.get("content-length"),
-        service.limits.max_body_bytes,
+        service.admission_limits.max_body_bytes,
         within=service.settings.body_timeout,
         min_rate=service.settings.body_min_rate,
     )

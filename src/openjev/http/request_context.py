@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import structlog
@@ -24,8 +25,6 @@ from openjev.ids import random_id
 from openjev.listen import is_loopback
 from openjev.logs import get_logger
 
-REQUEST_ID_HEADER = "x-typesafe-request-id"
-OPENAI_REQUEST_ID_HEADER = "x-request-id"  # the same id under the name OpenAI's clients read
 log = get_logger("openjev.access")
 
 
@@ -37,10 +36,17 @@ def request_id_of(scope: Scope) -> str:
     return request_id
 
 
-async def add_request_id(message: Message, scope: Scope) -> None:
-    if message["type"] == "http.response.start":
-        headers = MutableScopeHeaders.from_message(message)
-        headers[REQUEST_ID_HEADER] = headers[OPENAI_REQUEST_ID_HEADER] = request_id_of(scope)
+def add_request_id(names: Sequence[str]) -> BeforeMessageSendHookHandler:
+    """Every response carries the request id under each name a served contract's clients read."""
+
+    async def hook(message: Message, scope: Scope) -> None:
+        if message["type"] == "http.response.start":
+            headers = MutableScopeHeaders.from_message(message)
+            request_id = request_id_of(scope)
+            for name in names:
+                headers[name] = request_id
+
+    return hook
 
 
 def count_responses(metrics: Metrics) -> BeforeMessageSendHookHandler:

@@ -2,7 +2,7 @@
 
 Handlers reach the service through the typed application state (`state: AppState`). The bearer
 key check is attached by the app factory to the routes that need it (`bearer_check`). The decision
-routes, one per contract, are in `decision_routes`.
+routes, one per registered contract, are built by `decision_routes`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from collections.abc import Callable
 from litestar import Response, get
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-from openjev.domain.validation import JEV_ALIAS
+from openjev.contracts.models import JEV_ALIAS
 from openjev.http.errors import AuthenticationFailed
 from openjev.http.lifecycle import AppState, Phase
+from openjev.http.limits import Limits
 from openjev.http.metrics import CONTENT_TYPE
 from openjev.http.schemas import (
     UNKNOWN_RELEASE_DATE,
@@ -27,11 +28,6 @@ from openjev.http.schemas import (
     ModelList,
     OpenAIModel,
 )
-
-CONTRACT_LIMITS = {
-    "systemone": ContractLimits(route="/v1/systemone", questions="questions", options=["criteria"]),
-    "decisions": ContractLimits(route="/v1/decisions", questions="questions", options=["choices", "levels"]),
-}
 
 
 def bearer_check(expected: str | None) -> list[Callable[[ASGIApp], ASGIApp]]:
@@ -85,10 +81,15 @@ def limits(state: AppState) -> LimitsReport:
     service = state.service
     evaluator = service.evaluator
     return LimitsReport(
-        limits=service.limits,
+        limits=Limits.of(service.limits, service.admission_limits),
         branch_token_limit=evaluator.branch_limit if evaluator else None,
         scope="per API process",
-        contracts=CONTRACT_LIMITS,
+        contracts={
+            spec.name: ContractLimits(
+                route=spec.path, questions=spec.limit_names.questions, options=list(spec.limit_names.options)
+            )
+            for spec in state.contracts
+        },
     )
 
 

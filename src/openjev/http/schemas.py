@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import msgspec
 
-from openjev.domain.errors import Issue
-from openjev.domain.limits import Limits
+from openjev.http.limits import Limits
 
 UNKNOWN_RELEASE_DATE = "unknown"
 
@@ -65,33 +64,3 @@ class HealthReport(msgspec.Struct):
 
 class Liveness(msgspec.Struct):
     status: str
-
-
-class ErrorDetail(msgspec.Struct):
-    error_type: str
-    message: str
-
-
-class ErrorBody(msgspec.Struct):
-    """Every error but a 422: `{"detail": {"error_type": ..., "message": ...}}`."""
-
-    detail: ErrorDetail
-
-
-class OpenAIError(msgspec.Struct):
-    message: str
-    type: str
-    param: str | None
-    code: str | None
-
-
-class OpenAIErrorBody(msgspec.Struct):
-    """Every error of the Decisions route: OpenAI's `{"error": {"message", "type", "param", "code"}}`."""
-
-    error: OpenAIError
-
-
-class ValidationErrorBody(msgspec.Struct):
-    """A 422: `{"detail": [{"loc": ["body", ...], "msg": ..., "type": ...}]}`."""
-
-    detail: list[Issue]

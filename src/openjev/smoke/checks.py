@@ -350,8 +350,8 @@ def catalog_check() -> Check:
     )
 
 
-def build_checks(model: str = ALIAS_MODEL, catalog_model: str | None = None) -> list[Check]:
-    """The POST checks, in order. `catalog_model`, when the catalog listed one, must be accepted too."""
+def system_one_checks(model: str = ALIAS_MODEL, catalog_model: str | None = None) -> list[Check]:
+    """The System One POST checks, in order. `catalog_model`, when the catalog listed one, must be accepted too."""
     wide = {"wide": {"type": "choice", "instructions": "Which item fits best?", "criteria": many_options(64)}}
     too_wide = {"wide": {"type": "choice", "criteria": many_options(MAX_DEFAULT_OPTIONS + 1)}}
     checks = [
@@ -392,10 +392,6 @@ def build_checks(model: str = ALIAS_MODEL, catalog_model: str | None = None) -> 
                 evaluate=_answered(listed),
             )
         )
-    from openjev.smoke.decisions_checks import decisions_checks  # it builds on this module
-
-    checks += decisions_checks(model)
-    checks += [semantic_check(case, model) for case in SEMANTIC_CASES]
     return checks
 
 

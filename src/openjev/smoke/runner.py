@@ -20,8 +20,9 @@ from typing import Any
 import aiohttp
 import msgspec
 
-from openjev.client.retry import RETRIED_STATUSES, header_int, retry_after_seconds
-from openjev.smoke.checks import ALIAS_MODEL, Check, build_checks, catalog_check, listed_model
+from openjev.client.retry import header_int, retry_after_seconds, with_retries
+from openjev.smoke.checks import ALIAS_MODEL, Check, catalog_check, listed_model
+from openjev.smoke.suite import build_checks
 
 REQUEST_ID_HEADER = "x-typesafe-request-id"
 PREFIX_TOKENS_HEADER = "x-openjev-prefix-tokens"
@@ -144,35 +145,37 @@ class _Client:
     async def send(self, check: Check) -> tuple[CallRecord, Any]:
         """Send one check's request, again after Retry-After while the server says 503 or 529."""
         timeout = aiohttp.ClientTimeout(total=self.options.request_timeout)
-        attempts = 0
-        while True:
-            attempts += 1
+
+        async def send(attempt: int) -> tuple[tuple[CallRecord, Any], int | None, str | None]:
             began = time.monotonic()
             try:
                 async with self.session.request(
                     check.method, self.base + check.path, json=check.body, timeout=timeout
                 ) as response:
                     body = await _read_body(response)
-                    latency = time.monotonic() - began
                     headers = response.headers
                     record = CallRecord(
                         method=check.method,
                         path=check.path,
                         status=response.status,
-                        latency_seconds=latency,
+                        latency_seconds=time.monotonic() - began,
                         request_id=headers.get(REQUEST_ID_HEADER),
                         prefix_tokens=header_int(headers, PREFIX_TOKENS_HEADER),
                         cached_tokens=header_int(headers, CACHED_TOKENS_HEADER),
-                        attempts=attempts,
+                        attempts=attempt,
                     )
-                    hint = headers.get("Retry-After")
+                    return (record, body), response.status, headers.get("Retry-After")
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 error = f"{type(exc).__name__}: {exc}".rstrip(": ")
-                record = CallRecord(check.method, check.path, None, None, None, None, None, attempts, error)
-                return record, None
-            if response.status not in RETRIED_STATUSES or attempts > self.options.retries:
-                return record, body
-            await asyncio.sleep(self._wait_step(hint, self.options.poll_interval))
+                return (
+                    (CallRecord(check.method, check.path, None, None, None, None, None, attempt, error), None),
+                    None,
+                    None,
+                )
+
+        return await with_retries(
+            send, retries=self.options.retries, wait=lambda hint: self._wait_step(hint, self.options.poll_interval)
+        )
 
 
 _STARTUP = "the server answers GET /health within the start-up budget"

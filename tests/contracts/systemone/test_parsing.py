@@ -5,11 +5,11 @@ from typing import Any
 
 import pytest
 
+from openjev.contracts.models import check_model
 from openjev.contracts.systemone.parsing import decode_request, validate_request
 from openjev.contracts.systemone.wire import ChoiceQuestion, NoulQuestion, ScoreQuestion
 from openjev.domain.errors import InvalidRequest, UnknownModel
 from openjev.domain.limits import Limits
-from openjev.domain.validation import check_model
 
 
 def body(questions: Any, state: Any = "text", **extra: Any) -> bytes:

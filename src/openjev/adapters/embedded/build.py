@@ -29,9 +29,11 @@ def build_runtime(settings: Settings) -> Runtime:
     checked in `backend.start()`, before llama.cpp reads it. Raises StartupError when OPENJEV_MODEL
     is not a readable GGUF file or a packaged model is missing.
     """
-    path, packaged = resolve_model_path(settings.model, settings.resolved_cache_dir(), revision=settings.revision)
+    path, packaged = resolve_model_path(
+        settings.model, settings.embedded.resolved_cache_dir(), revision=settings.revision
+    )
     info = describe_model(path, settings.served_model_name or (packaged.public_name if packaged else None))
-    engine = choose_engine(settings.engine, info.architecture)
+    engine = choose_engine(settings.embedded.engine, info.architecture)
     build = _openvino_backend if engine == "openvino" else _llama_backend
     backend = build(settings, path, packaged)
 
@@ -84,7 +86,7 @@ def _openvino_backend(settings: Settings, path: Path, packaged: PackagedModel | 
     from openjev.adapters.openvino.engine import EngineConfig as OpenVINOConfig
     from openjev.adapters.openvino.engine import OpenVINOEngine
 
-    cache_dir = settings.resolved_cache_dir()
+    cache_dir = settings.embedded.resolved_cache_dir()
 
     def load_engine(config: OpenVINOConfig) -> OpenVINOEngine:
         if packaged is not None:
@@ -93,9 +95,9 @@ def _openvino_backend(settings: Settings, path: Path, packaged: PackagedModel | 
         model_xml = ensure_model(path, source_sha256, cache_dir)
         return OpenVINOEngine.load(OpenVINOConfig(model_xml=model_xml, threads=config.threads, context=config.context))
 
-    threads = settings.threads or available_cpus()
+    threads = settings.embedded.threads or available_cpus()
     return OpenVINOBackend(
-        OpenVINOConfig(model_xml=path, threads=threads, context=settings.slot_context), load_engine=load_engine
+        OpenVINOConfig(model_xml=path, threads=threads, context=settings.embedded.slot_context), load_engine=load_engine
     )
 
 
@@ -108,9 +110,9 @@ def _llama_backend(settings: Settings, path: Path, packaged: PackagedModel | Non
     return EmbeddedBackend(
         EngineConfig.create(
             path,
-            threads=settings.threads,
-            parallel_slots=settings.parallel_slots,
-            slot_context=settings.slot_context,
+            threads=settings.embedded.threads,
+            parallel_slots=settings.embedded.parallel_slots,
+            slot_context=settings.embedded.slot_context,
             verbose=settings.log_level == "debug",
             deterministic=settings.deterministic is not False,
         ),

@@ -22,9 +22,9 @@ def build_runtime(settings: Settings) -> Runtime:
     return Runtime(
         kind="fake",
         backend=FakeBackend(
-            latency=settings.fake_latency,
-            fail_after=settings.fake_fail_after,
-            swap_labels=settings.fake_swap_labels,
+            latency=settings.fake.fake_latency,
+            fail_after=settings.fake.fake_fail_after,
+            swap_labels=settings.fake.fake_swap_labels,
             context=settings.context_length,
             record_calls=False,  # a server must not keep every call's tokens
         ),

@@ -15,14 +15,16 @@ from openjev.settings import SGLANG_DEFAULT_MODEL, SGLANG_DEFAULT_PUBLIC_NAME, S
 
 def sglang_url(settings: Settings) -> str:
     """The SGLang to talk to: OPENJEV_SGLANG_URL (`--connect`), else the one openjev launches."""
-    if settings.sglang_url is None:
-        return f"http://{SGLANG_HOST}:{settings.sglang_port}"
-    url = settings.sglang_url.strip().rstrip("/")
+    if settings.sglang.sglang_url is None:
+        return f"http://{SGLANG_HOST}:{settings.sglang.sglang_port}"
+    url = settings.sglang.sglang_url.strip().rstrip("/")
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise SettingsError(f"OPENJEV_SGLANG_URL: expected http(s)://HOST:PORT, got {settings.sglang_url!r}")
+        raise SettingsError(f"OPENJEV_SGLANG_URL: expected http(s)://HOST:PORT, got {settings.sglang.sglang_url!r}")
     if parts.query or parts.fragment:
-        raise SettingsError(f"OPENJEV_SGLANG_URL: a base URL takes no query or fragment: {settings.sglang_url!r}")
+        raise SettingsError(
+            f"OPENJEV_SGLANG_URL: a base URL takes no query or fragment: {settings.sglang.sglang_url!r}"
+        )
     return url
 
 
@@ -32,13 +34,13 @@ def build_runtime(settings: Settings) -> Runtime:
     public = settings.served_model_name or SGLANG_DEFAULT_PUBLIC_NAME
     backend = SGLangBackend(
         sglang_url(settings),
-        api_key=settings.backend_api_key,
+        api_key=settings.sglang.backend_api_key,
         max_connections=settings.max_concurrent_branches + settings.max_concurrent_requests,
-        startup_timeout=settings.startup_timeout,
+        startup_timeout=settings.sglang.startup_timeout,
         context_length=settings.context_length,
         expected_model=model,
         reply_cap=max_reply_bytes(settings.max_concurrent_branches, settings.max_options),
-        peer=settings.sglang_peer,
+        peer=settings.sglang.sglang_peer,
     )
     tokenizer = settings.tokenizer or model
     revision = settings.sglang_revision()

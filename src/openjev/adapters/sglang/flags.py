@@ -212,24 +212,24 @@ def sglang_command(settings: Settings, *, python: str, version: str | None = PIN
     if revision and not Path(model).is_dir():  # a local folder (a snapshot) is read as it is, never from the Hub
         argv += ["--revision", revision]
     argv += ["--served-model-name", settings.served_model_name or SGLANG_DEFAULT_PUBLIC_NAME]
-    argv += ["--host", SGLANG_HOST, "--port", str(settings.sglang_port)]
+    argv += ["--host", SGLANG_HOST, "--port", str(settings.sglang.sglang_port)]
     secrets: frozenset[str] = frozenset()
-    if settings.backend_api_key and settings.frontend == "rust":
+    if settings.sglang.backend_api_key and settings.sglang.frontend == "rust":
         raise SettingsError(RUST_FRONTEND_IGNORES_KEY)
-    if settings.backend_api_key:
-        argv += ["--api-key", settings.backend_api_key]
-        secrets = frozenset({settings.backend_api_key})
+    if settings.sglang.backend_api_key:
+        argv += ["--api-key", settings.sglang.backend_api_key]
+        secrets = frozenset({settings.sglang.backend_api_key})
     if settings.context_length:
         argv += ["--context-length", str(settings.context_length)]
-    argv += ["--kv-cache-dtype", settings.kv_cache_dtype]
+    argv += ["--kv-cache-dtype", settings.sglang.kv_cache_dtype]
     if is_hybrid_model(model):
         argv += [names.mamba_strategy, "extra_buffer"]
     if settings.deterministic:
         argv += DETERMINISTIC_FLAGS
     argv += ["--log-level", settings.log_level]
-    argv += profile_flags(settings.profile, names)
+    argv += profile_flags(settings.sglang.profile, names)
     env = {
-        "SGLANG_RUST_SERVER": "1" if settings.frontend == "rust" else "0",
-        WARMUP_TIMEOUT_VARIABLE: str(float(settings.startup_timeout)),
+        "SGLANG_RUST_SERVER": "1" if settings.sglang.frontend == "rust" else "0",
+        WARMUP_TIMEOUT_VARIABLE: str(float(settings.sglang.startup_timeout)),
     }
     return SGLangCommand(argv=tuple(argv), env=env, secrets=secrets)

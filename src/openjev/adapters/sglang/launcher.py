@@ -184,16 +184,16 @@ def run_with_sglang(  # noqa: C901 - one supervisor loop; its cases read best si
     stop_timeout: float = STOP_TIMEOUT,
 ) -> int:
     """Launch SGLang, run the API until it stops, stop SGLang; the exit code for `openjev serve`."""
-    python = settings.sglang_python or sys.executable
-    if settings.port == settings.sglang_port:
+    python = settings.sglang.sglang_python or sys.executable
+    if settings.port == settings.sglang.sglang_port:
         raise SettingsError(
-            f"OPENJEV_SGLANG_PORT: {settings.sglang_port} is also the API port (OPENJEV_PORT); choose another"
+            f"OPENJEV_SGLANG_PORT: {settings.sglang.sglang_port} is also the API port (OPENJEV_PORT); choose another"
         )
     version = probe_sglang_version(python)
     if version != PINNED_VERSION:
         log.warning("sglang_version_untested", found=version, tested=PINNED_VERSION, python=python)
     command = sglang_command(settings, python=python, version=version)
-    ensure_port_free(settings.sglang_port)
+    ensure_port_free(settings.sglang.sglang_port)
 
     died = threading.Event()
     timers: list[threading.Timer] = []
@@ -228,7 +228,7 @@ def run_with_sglang(  # noqa: C901 - one supervisor loop; its cases read best si
         try:
             process.start()
             log.info("sglang_launched", pid=process.pid, version=version, command=command.redacted())
-            url = f"http://{SGLANG_HOST}:{settings.sglang_port}"
+            url = f"http://{SGLANG_HOST}:{settings.sglang.sglang_port}"
             code = serve_api({"OPENJEV_SGLANG_URL": url, "OPENJEV_BACKEND": "sglang"})
         except SystemExit as exc:  # Granian exits this way when its worker failed
             code = exc.code if isinstance(exc.code, int) else 1

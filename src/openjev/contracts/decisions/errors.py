@@ -12,28 +12,37 @@ from __future__ import annotations
 
 from typing import Any
 
-from openjev.domain.decision import Loc
-from openjev.domain.errors import InvalidRequest, OpenJevError, validation_error_kind
+import msgspec
 
-# error_type -> (status, OpenAI `type`, OpenAI `code`); the code of an invalid request is its issue's.
-STATUS: dict[str, tuple[int, str, str | None]] = {
-    "invalid_request": (400, "invalid_request_error", None),
-    "unknown_model": (404, "invalid_request_error", "model_not_found"),
-    "request_too_large": (413, "invalid_request_error", "request_too_large"),
-    "unsupported_content_encoding": (415, "invalid_request_error", "unsupported_content_encoding"),
-    "unsupported_media_type": (415, "invalid_request_error", "unsupported_media_type"),
-    "bad_request": (400, "invalid_request_error", "bad_request"),
-    "request_timeout": (408, "invalid_request_error", "request_timeout"),
-    "invalid_host": (400, "invalid_request_error", "invalid_host"),
-    "authentication_error": (401, "invalid_request_error", "invalid_api_key"),
-    "overloaded": (429, "rate_limit_error", "rate_limit_exceeded"),
-    "timeout": (504, "server_error", "timeout"),
-    "not_ready": (503, "server_error", "not_ready"),
-    "backend_unavailable": (503, "server_error", "backend_unavailable"),
-    "backend_error": (502, "server_error", "backend_error"),
-    "client_closed_request": (499, "invalid_request_error", "client_closed_request"),
+from openjev.contracts.decoding import validation_error_kind
+from openjev.contracts.status import INTERNAL_STATUS, with_overrides
+from openjev.domain.decision import Loc
+from openjev.domain.errors import InvalidRequest, OpenJevError
+
+
+class OpenAIError(msgspec.Struct):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class OpenAIErrorBody(msgspec.Struct):
+    """Every error of the Decisions route: OpenAI's `{"error": {"message", "type", "param", "code"}}`."""
+
+    error: OpenAIError
+
+
+# The shared statuses hold as they are (they are OpenAI's); OpenAI's `type` follows from the status
+# and its `code` is the error type, but for these (an invalid request's code is its issue's).
+STATUS = with_overrides({})
+CODES: dict[str, str | None] = {
+    "invalid_request": None,
+    "unknown_model": "model_not_found",
+    "authentication_error": "invalid_api_key",
+    "overloaded": "rate_limit_exceeded",
 }
-_INTERNAL = (500, "server_error", "internal_error")
+_INTERNAL = (INTERNAL_STATUS, "server_error", "internal_error")
 _CODES = {
     "missing": "missing_required_parameter",
     "unknown": "unknown_parameter",
@@ -44,11 +53,26 @@ _CODES = {
 
 
 def status_of(exc: OpenJevError) -> int:
-    return STATUS.get(exc.error_type, _INTERNAL)[0]
+    return STATUS.get(exc.error_type, INTERNAL_STATUS)
+
+
+def openai_error(error_type: str) -> tuple[int, str, str | None]:
+    """The status, OpenAI `type` and OpenAI `code` of an openjev error type."""
+    status = STATUS.get(error_type)
+    if status is None:
+        return _INTERNAL
+    return status, error_kind(status), CODES.get(error_type, error_type)
+
+
+def error_kind(status: int) -> str:
+    """OpenAI's error `type` for a status."""
+    if status >= 500:
+        return "server_error"
+    return "rate_limit_error" if status == 429 else "invalid_request_error"
 
 
 def error_body(exc: OpenJevError, message: str) -> Any:
-    _, kind, code = STATUS.get(exc.error_type, _INTERNAL)
+    _, kind, code = openai_error(exc.error_type)
     if isinstance(exc, InvalidRequest) and exc.issues:
         first = exc.issues[0]
         text = "; ".join(f"{param_of(i.loc)}: {i.msg}" if i.loc else i.msg for i in exc.issues)
@@ -57,7 +81,7 @@ def error_body(exc: OpenJevError, message: str) -> Any:
 
 
 def plain_body(status: int, error_type: str, message: str) -> Any:
-    kind = "server_error" if status >= 500 else "invalid_request_error"
+    kind = "server_error" if status >= 500 else "invalid_request_error"  # the framework's own errors: no 429
     return envelope(message, kind, None, error_type)
 
 

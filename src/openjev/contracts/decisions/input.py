@@ -38,8 +38,9 @@ from openjev.contracts.decisions.wire import (
     RefusalText,
     SystemText,
 )
+from openjev.contracts.decoding import explain_validation_error
 from openjev.domain.decision import Conversation, Document, Loc, State
-from openjev.domain.errors import InvalidRequest, Issue, echo, explain_validation_error
+from openjev.domain.errors import InvalidRequest, Issue, echo
 from openjev.domain.ports import ChatMessage, ToolCall
 from openjev.domain.validation import json_depth
 

@@ -13,11 +13,13 @@ import msgspec
 from openjev.contracts.decisions.errors import validation_code
 from openjev.contracts.decisions.input import json_text, part_text, state_of
 from openjev.contracts.decisions.wire import DecisionRequest, InputJSON, Instructions, Question
+from openjev.contracts.decoding import decode_strict, explain_validation_error
+from openjev.contracts.models import check_model
 from openjev.domain.decision import Decision, Loc, Policy
-from openjev.domain.errors import InvalidRequest, Issue, explain_validation_error
+from openjev.domain.errors import InvalidRequest, Issue
 from openjev.domain.kinds import KINDS
 from openjev.domain.limits import Limits
-from openjev.domain.validation import ask_count_issue, check_model
+from openjev.domain.validation import ask_count_issue
 
 _decoder = msgspec.json.Decoder(DecisionRequest)
 
@@ -50,17 +52,12 @@ def parse(body: bytes, limits: Limits, accepted_models: Collection[str]) -> Pars
 
 
 def decode_request(body: bytes) -> DecisionRequest:
-    try:
-        return _decoder.decode(body)
-    except msgspec.ValidationError as exc:
-        message, path = explain_validation_error(exc)
-        raise InvalidRequest([Issue(tuple(path), message, validation_code(message))]) from None
-    except msgspec.DecodeError as exc:
-        text = str(exc)
-        message = text if text.startswith("JSON is malformed") else f"JSON is malformed: {text}"
-        raise InvalidRequest.one((), message, "json_invalid") from None
-    except RecursionError:
-        raise InvalidRequest.one((), "JSON is nested too deeply", "json_invalid") from None
+    return decode_strict(_decoder, body, (), _issue)
+
+
+def _issue(exc: msgspec.ValidationError) -> Issue:
+    message, path = explain_validation_error(exc)
+    return Issue(tuple(path), message, validation_code(message))
 
 
 def instructions_text(instructions: Instructions, where: Loc) -> str:

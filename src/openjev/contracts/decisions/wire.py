@@ -15,8 +15,9 @@ import msgspec
 
 from openjev.contracts.extensions import optional
 from openjev.domain.debiasing import DebiasMode
-from openjev.domain.decision import Ask, AskKind, Loc, Option
+from openjev.domain.decision import Ask, AskKind, Loc
 from openjev.domain.errors import Issue, echo
+from openjev.domain.kinds import CHOICE, SCALE, YES_NO
 from openjev.domain.outcome import Distribution
 
 ChoiceValue = str | bool
@@ -176,8 +177,7 @@ class Predicate(msgspec.Struct, tag_field="type", tag="predicate", forbid_unknow
         return []
 
     def ask(self, instructions: str, where: Loc) -> Ask:
-        options = (Option(key=True, text=None), Option(key=False, text=None))
-        return Ask(kind=self.kind, instructions=instructions, options=options, where=where)
+        return YES_NO.ask(instructions, where=where)
 
     def answer(self, result: Distribution) -> AnswerPredicate:
         mass = optional(result.label_mass)
@@ -215,11 +215,8 @@ class Choice(msgspec.Struct, tag_field="type", tag="choice", forbid_unknown_fiel
         return issues
 
     def ask(self, instructions: str, where: Loc) -> Ask:
-        options = tuple(
-            Option(key=c.value, text=c.description if c.description is not None else value_text(c.value))
-            for c in self.choices
-        )
-        return Ask(kind=self.kind, instructions=instructions, options=options, where=where)
+        options = [(c.value, c.description if c.description is not None else value_text(c.value)) for c in self.choices]
+        return CHOICE.ask(instructions, options, where)
 
     def answer(self, result: Distribution) -> AnswerChoice:
         return AnswerChoice(
@@ -261,8 +258,7 @@ class Score(msgspec.Struct, tag_field="type", tag="score", forbid_unknown_fields
         return []  # levels are ordered: two with the same label are still two levels
 
     def ask(self, instructions: str, where: Loc) -> Ask:
-        options = tuple(Option(key=i, text=level.text) for i, level in enumerate(self.levels))
-        return Ask(kind=self.kind, instructions=instructions, options=options, where=where)
+        return SCALE.ask(instructions, [level.text for level in self.levels], where)
 
     def answer(self, result: Distribution) -> AnswerScore:
         return AnswerScore(

@@ -10,29 +10,34 @@ from typing import Any
 
 import msgspec
 
-from openjev.domain.errors import InvalidRequest, OpenJevError
+from openjev.contracts.status import INTERNAL_STATUS, with_overrides
+from openjev.domain.errors import InvalidRequest, Issue, OpenJevError
 
-STATUS: dict[str, int] = {
-    "invalid_request": 422,
-    "unknown_model": 400,
-    "request_too_large": 413,
-    "unsupported_content_encoding": 415,
-    "unsupported_media_type": 415,
-    "bad_request": 400,
-    "request_timeout": 408,
-    "invalid_host": 400,
-    "authentication_error": 401,
-    "overloaded": 529,
-    "timeout": 504,
-    "not_ready": 503,
-    "backend_unavailable": 503,
-    "backend_error": 502,
-    "client_closed_request": 499,
-}
+
+class ErrorDetail(msgspec.Struct):
+    error_type: str
+    message: str
+
+
+class ErrorBody(msgspec.Struct):
+    """Every error but a 422: `{"detail": {"error_type": ..., "message": ...}}`."""
+
+    detail: ErrorDetail
+
+
+class ValidationErrorBody(msgspec.Struct):
+    """A 422: `{"detail": [{"loc": ["body", ...], "msg": ..., "type": ...}]}`."""
+
+    detail: list[Issue]
+
+
+# System One's own statuses: FastAPI's 422 for an invalid request, a 400 for an unknown model, and
+# TypeSafe's 529 when overloaded; every other error has the shared status.
+STATUS = with_overrides({"invalid_request": 422, "unknown_model": 400, "overloaded": 529})
 
 
 def status_of(exc: OpenJevError) -> int:
-    return STATUS.get(exc.error_type, 500)
+    return STATUS.get(exc.error_type, INTERNAL_STATUS)
 
 
 def error_body(exc: OpenJevError, message: str) -> Any:

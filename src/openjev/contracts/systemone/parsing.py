@@ -12,14 +12,16 @@ from typing import Any
 
 import msgspec
 
+from openjev.contracts.decoding import decode_strict, explain_validation_error, validation_error_kind
+from openjev.contracts.models import check_model
 from openjev.contracts.systemone.wire import Question, SystemOneRequest, TextValue
 from openjev.domain.decision import Conversation, Decision, Document, Policy, State
-from openjev.domain.errors import InvalidRequest, Issue, echo, explain_validation_error, validation_error_kind
+from openjev.domain.errors import InvalidRequest, Issue, echo
 from openjev.domain.kinds import KINDS
 from openjev.domain.limits import Limits
 from openjev.domain.ports import ChatMessage
 from openjev.domain.state import as_text
-from openjev.domain.validation import ask_count_issue, check_model, depth_issues
+from openjev.domain.validation import ask_count_issue, depth_issues
 
 _decoder = msgspec.json.Decoder(SystemOneRequest)
 CHAT_ROLES = frozenset({"system", "user", "assistant"})
@@ -43,16 +45,7 @@ def parse(body: bytes, limits: Limits, accepted_models: Collection[str]) -> Pars
 
 
 def decode_request(body: bytes) -> SystemOneRequest:
-    try:
-        return _decoder.decode(body)
-    except msgspec.ValidationError as exc:
-        raise InvalidRequest([_issue(exc, body)]) from None
-    except msgspec.DecodeError as exc:
-        text = str(exc)
-        message = text if text.startswith("JSON is malformed") else f"JSON is malformed: {text}"
-        raise InvalidRequest.one(ROOT, message, "json_invalid") from None
-    except RecursionError:
-        raise InvalidRequest.one(ROOT, "JSON is nested too deeply", "json_invalid") from None
+    return decode_strict(_decoder, body, ROOT, lambda exc: _issue(exc, body))
 
 
 def validate_request(request: SystemOneRequest, limits: Limits) -> None:

@@ -15,7 +15,8 @@ import msgspec
 
 from openjev.contracts.extensions import optional
 from openjev.domain.debiasing import DebiasMode
-from openjev.domain.decision import Ask, AskKind, Loc, Option
+from openjev.domain.decision import Ask, AskKind, Loc
+from openjev.domain.kinds import CHOICE, SCALE, YES_NO
 from openjev.domain.outcome import Distribution
 from openjev.domain.state import as_text
 
@@ -49,8 +50,7 @@ class NoulQuestion(msgspec.Struct, tag_field="type", tag="noul", forbid_unknown_
 
     def ask(self, where: Loc) -> Ask:
         criteria = self.criteria or NoulCriteria()
-        options = (Option(key=True, text=_text(criteria.true)), Option(key=False, text=_text(criteria.false)))
-        return Ask(kind=self.kind, instructions=_text(self.instructions), options=options, where=where)
+        return YES_NO.ask(_text(self.instructions), _text(criteria.true), _text(criteria.false), where)
 
     def text_values(self, where: Loc) -> Iterator[tuple[Loc, Any]]:
         yield (*where, "instructions"), self.instructions
@@ -78,10 +78,8 @@ class ChoiceQuestion(msgspec.Struct, tag_field="type", tag="choice", forbid_unkn
 
     def ask(self, where: Loc) -> Ask:
         """A null description shows the option's name: the only case where a name reaches the model."""
-        options = tuple(
-            Option(key=name, text=name if text is None else as_text(text)) for name, text in self.criteria.items()
-        )
-        return Ask(kind=self.kind, instructions=_text(self.instructions), options=options, where=where)
+        options = [(name, name if text is None else as_text(text)) for name, text in self.criteria.items()]
+        return CHOICE.ask(_text(self.instructions), options, where)
 
     def text_values(self, where: Loc) -> Iterator[tuple[Loc, Any]]:
         yield (*where, "instructions"), self.instructions
@@ -110,8 +108,7 @@ class ScoreQuestion(msgspec.Struct, tag_field="type", tag="score", forbid_unknow
         return len(self.criteria)
 
     def ask(self, where: Loc) -> Ask:
-        options = tuple(Option(key=i, text=as_text(text)) for i, text in enumerate(self.criteria))
-        return Ask(kind=self.kind, instructions=_text(self.instructions), options=options, where=where)
+        return SCALE.ask(_text(self.instructions), [as_text(text) for text in self.criteria], where)
 
     def text_values(self, where: Loc) -> Iterator[tuple[Loc, Any]]:
         yield (*where, "instructions"), self.instructions

@@ -17,7 +17,7 @@ from openjev.domain.labels import verify_labels
 from openjev.domain.limits import Limits
 from openjev.evaluation import Evaluator
 from openjev.prior_cache import PriorCache, prior_key
-from tests.systemone_use_case import OverSystemOne
+from tests.use_case.systemone_use_case import OverSystemOne
 
 CODEC = ChatMLByteCodec()
 LABELS = verify_labels(CODEC, 64)

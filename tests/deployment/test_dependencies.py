@@ -25,8 +25,8 @@ from packaging.version import Version
 
 from openjev.adapters.sglang.flags import PINNED_VERSION
 
-ROOT = Path(__file__).resolve().parent.parent
-SGLANG_REQUIRES = Path(__file__).with_name("data") / f"sglang-{PINNED_VERSION}-requires.txt"
+ROOT = Path(__file__).resolve().parents[2]
+SGLANG_REQUIRES = ROOT / "tests" / "data" / f"sglang-{PINNED_VERSION}-requires.txt"
 # The SGLang image: Linux x86_64. Markers are evaluated for the Pythons SGLang 0.5.23 supports.
 IMAGE_ENVIRONMENTS = [
     {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",

@@ -25,7 +25,7 @@ class PreparedRequest(msgspec.Struct, frozen=True):
 
     @property
     def priors(self) -> PromptPlan | None:
-        return self.prepared.priors
+        return self.prepared.prior_plan
 
     def qid(self, branch: Branch) -> str:
         """The question id of a branch (a branch names its ask by position)."""

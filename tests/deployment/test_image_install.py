@@ -28,8 +28,8 @@ from openjev.adapters.sglang.flags import PINNED_VERSION
 from openjev.deployment import image_env
 from openjev.deployment.image_env import export_api_set, merge_constraints, new_problems, requirement_name
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).with_name("data")
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"
 IMAGE_PACKAGES = DATA / f"sglang-{PINNED_VERSION}-image-resolution.txt"
 SGLANG_REQUIRES = DATA / f"sglang-{PINNED_VERSION}-requires.txt"
 # The image's interpreter: CPython 3.12 on x86_64 Linux (the Dockerfile's deadsnakes python3.12).

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from openjev.adapters.sglang.backend import SGLangBackend
-from tests.contract.contract import BackendContract, ContractPrompt, chatml_prompt
+from tests.backend_conformance.contract import BackendContract, ContractPrompt, chatml_prompt
 from tests.sglang.router import Router, router_process
 from tests.sglang_emulator import EmulatorConfig, EmulatorThread, SGLangEmulator
 

@@ -1,0 +1,167 @@
+"""The use case's pure half: what a decision asks of the backend, and how its scores become results.
+
+`plan` turns a decision into a `Prepared`: the prompt plan (the shared prefix and one branch per
+ask and option order), checked against the limits, and the plan of the answer priors bias removal
+needs (the calibrated asks on a content-free state). `branch_requests` lists the single-token
+calls a prepared decision makes after its warm-up; `results` combines their scores, per ask, into
+the answers. No I/O here: running the calls is `backend_calls`, holding the priors `prior_cache`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from openjev.domain.answers import Asked, distribution, under_policy
+from openjev.domain.debiasing import DebiasMode, DebiasPolicy, Order, option_orders
+from openjev.domain.decision import Ask, Decision
+from openjev.domain.errors import InvalidRequest, echo
+from openjev.domain.kinds import rules
+from openjev.domain.labels import LabelSet
+from openjev.domain.limits import Limits
+from openjev.domain.outcome import Result
+from openjev.domain.ports import LabelScores, PromptCodec
+from openjev.domain.prompt import Branch, PromptPlan, build_plan, prompt_text, token_floors
+from openjev.domain.scoring_math import ConfidenceFormula
+from openjev.domain.state import content_free
+from openjev.domain.validation import validate_token_floor, validate_tokens
+
+Logprobs = tuple[float, ...]
+"""An option's label log-probabilities, in the ask's option order."""
+
+
+class EvaluatorConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """How the server answers, as the settings say (built once by `bootstrap`).
+
+    `branch_context`: the backend's context in tokens, when it has one smaller than the limits'.
+    """
+
+    limits: Limits = Limits()
+    temperature: float = 1.0
+    confidence: ConfidenceFormula = "typesafe"
+    debias: DebiasMode = "none"
+    max_orders: int = 10
+    refuse_below: float | None = None
+    client_debias: frozenset[DebiasMode] | None = None  # the modes x_debias may choose (None: any)
+    branch_context: int | None = None
+
+    @property
+    def branch_limit(self) -> int:
+        """The most tokens one branch may have: the input limit, or the backend's context if smaller."""
+        return min(self.limits.max_input_tokens, self.branch_context or self.limits.max_input_tokens)
+
+
+class Prepared(msgspec.Struct, frozen=True):
+    """A decision with its checked prompt plan, ready to run."""
+
+    decision: Decision
+    plan: PromptPlan
+    prior_plan: PromptPlan | None = None  # the calibrated asks on a content-free state (each branch: one prior)
+    label_mass: bool = False  # measure each branch's label mass (asked for, or the refusal policy needs it)
+
+    @property
+    def priors(self) -> PromptPlan | None:
+        """The plan of the priors (the name the golden prompt tests read)."""
+        return self.prior_plan
+
+
+class PriorSlot(msgspec.Struct, frozen=True):
+    """Which prior: the ask (by position) and the option order it was measured in."""
+
+    ask: int
+    order: Order
+
+
+class BranchRequest(msgspec.Struct, frozen=True):
+    """One single-token call to make: the whole prompt's ids, the label ids to score, whether to measure label mass."""
+
+    token_ids: list[int]
+    label_ids: tuple[int, ...]
+    label_mass: bool
+
+
+class MissingPrior(msgspec.Struct, frozen=True):
+    """A prior the cache lacks: its cache key, its branch in the prior plan, and its prompt's ids."""
+
+    key: bytes
+    branch: Branch
+    token_ids: list[int]
+
+
+def plan(decision: Decision, codec: PromptCodec, labels: LabelSet, config: EvaluatorConfig) -> Prepared:
+    """Build and check the prompt plan (CPU only). Raises InvalidRequest before any inference."""
+    check_client_debias(decision, config)
+    policy = DebiasPolicy.of(decision.policy.debias or config.debias, config.max_orders)
+
+    def orders(ask: Ask) -> tuple[Order, ...]:
+        if policy.rotate and rules(ask).rotatable:
+            return option_orders(len(ask.options), policy.max_orders)
+        return ((),)
+
+    calibrated = [i for i, ask in enumerate(decision.asks) if policy.calibrate and rules(ask).calibratable]
+    # What cannot fit is refused from the byte counts, before tokenizing (seconds for a large state),
+    # every call bias removal adds counted.
+    text = prompt_text(decision.state, decision.asks, labels)
+    prefix_floor, ask_floors = token_floors(text, codec)
+    counts = [len(orders(ask)) for ask in decision.asks]
+    calls = [(n, n if i in calibrated else 0) for i, n in enumerate(counts)]
+    validate_token_floor(prefix_floor, ask_floors, decision, config.limits, config.branch_limit, calls)
+    prompt = build_plan(decision.state, decision.asks, codec, labels, orders, text, decision.state_where)
+    prior_plan = None
+    if calibrated:
+        asks = [decision.asks[i] for i in calibrated]
+        empty = build_plan(content_free(decision.state), asks, codec, labels, orders)
+        branches = tuple(msgspec.structs.replace(b, ask=calibrated[b.ask]) for b in empty.branches)
+        prior_plan = PromptPlan(prefix_ids=empty.prefix_ids, branches=branches)
+    validate_tokens(prompt, decision, config.limits, config.branch_limit, prior_plan)
+    refusing = decision.policy.refusals and config.refuse_below is not None
+    return Prepared(
+        decision=decision, plan=prompt, prior_plan=prior_plan, label_mass=decision.policy.label_mass or refusing
+    )
+
+
+def check_client_debias(decision: Decision, config: EvaluatorConfig) -> None:
+    """A request may choose its bias removal only among the modes the operator allows."""
+    asked, allowed = decision.policy.debias, config.client_debias
+    if asked is None or asked == config.debias or allowed is None or asked in allowed:
+        return
+    names = ", ".join(sorted({config.debias, *allowed}))
+    raise InvalidRequest.one(
+        (*decision.root, "x_debias"),
+        f"x_debias {echo(asked)} is not allowed on this server (its operator's OPENJEV_CLIENT_DEBIAS): "
+        f"send one of {names}, or leave x_debias out for the server's {config.debias!r}",
+        "debias_not_allowed",
+    )
+
+
+def branch_requests(prepared: Prepared, missing: Sequence[MissingPrior]) -> list[BranchRequest]:
+    """The calls after the warm-up: every branch on the shared prefix, then every prior the cache lacks."""
+    prefix = list(prepared.plan.prefix_ids)
+    wanted = [
+        BranchRequest(prefix + list(b.suffix_ids), b.label_ids, prepared.label_mass) for b in prepared.plan.branches
+    ]
+    wanted += [BranchRequest(prior.token_ids, prior.branch.label_ids, False) for prior in missing]
+    return wanted
+
+
+def results(
+    decision: Decision,
+    branches: Sequence[Branch],
+    scores: Sequence[LabelScores],
+    priors: dict[PriorSlot, Logprobs],
+    config: EvaluatorConfig,
+) -> tuple[Result, ...]:
+    """One result per ask: its orders combined, its prior divided out, under the refusal policy."""
+    asked: list[list[Asked]] = [[] for _ in decision.asks]
+    for branch, score in zip(branches, scores, strict=True):
+        asked[branch.ask].append(Asked(branch.order, score.logprobs, score.label_mass))
+    priors_by_ask: list[dict[Order, Logprobs]] = [{} for _ in decision.asks]
+    for slot, logprobs in priors.items():
+        priors_by_ask[slot.ask][slot.order] = logprobs
+    refuse_below = config.refuse_below if decision.policy.refusals else None
+    answers = (
+        distribution(ask, asked[i], priors_by_ask[i], temperature=config.temperature, confidence=config.confidence)
+        for i, ask in enumerate(decision.asks)
+    )
+    return tuple(under_policy(answer, refuse_below) for answer in answers)
