@@ -31,7 +31,7 @@ from openjev.logs import get_logger
 
 log = get_logger("openjev.openvino")
 T = TypeVar("T")
-SNAPSHOT_BYTES = 512 * 1024 * 1024  # KV caches kept after prefixes (57 KB a token on the default model)
+SNAPSHOT_BYTES = 256 * 1024 * 1024  # KV caches kept after prefixes (57 KB a token on the default model)
 REQUESTS = 4  # infer requests for calls of several steps, whose state waits between their steps
 
 
