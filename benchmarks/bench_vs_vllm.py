@@ -298,13 +298,13 @@ def alone(active: Server, servers: list[Server], work: Callable[[], T]) -> T:
     return result
 
 
-def measure(servers: list[Server], rounds: int, seed: int) -> float:
-    """Alternating rounds; returns the largest probability difference between the servers on shared bodies."""
+def measure(servers: list[Server], rounds: int, seed: int) -> tuple[float, str]:
+    """Alternating rounds; returns the largest probability difference on shared bodies, and where it was."""
     for server in servers:  # unmeasured: first-request initialisation, compiled shapes
         for questions in (1, 3, 12):
             seconds, _ = post(server, body(questions, seed - 1 - questions, server.model))
             print(f"  warm-up {server.name}, {questions} question(s): {seconds:.2f} s", flush=True)
-    max_diff = 0.0
+    max_diff: tuple[float, str] = (0.0, "-")
     for label, questions in PLAN:
         for r in range(rounds):
             n = seed + 100 * questions + r
@@ -318,7 +318,7 @@ def measure(servers: list[Server], rounds: int, seed: int) -> float:
                 line.append(f"{server.name} {seconds:.2f} s")
             if len(answers) == 2:
                 keys = answers[0].keys() & answers[1].keys()
-                max_diff = max([max_diff, *(abs(answers[0][k] - answers[1][k]) for k in keys)])
+                max_diff = max([max_diff, *((abs(answers[0][k] - answers[1][k]), k) for k in keys)])
             print(f"  {label}, round {r + 1}: {', '.join(line)}", flush=True)
     for n in range(2):
         for server in servers if n % 2 == 0 else servers[::-1]:
@@ -346,7 +346,7 @@ def describe(server: Server) -> str:
     return line
 
 
-def report(servers: dict[str, Server], max_diff: float | None, settings: list[str]) -> None:
+def report(servers: dict[str, Server], max_diff: tuple[float, str] | None, settings: list[str]) -> None:
     jev, llm = servers.get("openjev"), servers.get("vllm")
 
     def p50(server: Server | None, questions: int) -> float | None:
@@ -374,7 +374,7 @@ def report(servers: dict[str, Server], max_diff: float | None, settings: list[st
     for server in servers.values():
         print(describe(server))
     if max_diff is not None:
-        print(f"largest |p(openjev) - p(vLLM)| over the shared requests' answers: {max_diff:.4f}")
+        print(f"largest |p(openjev) - p(vLLM)| over the shared requests' answers: {max_diff[0]:.4f} ({max_diff[1]})")
     print("\n".join(settings))
 
 
@@ -403,7 +403,7 @@ def main() -> None:
     load_before = os.getloadavg()
     print(f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}; logs in {log_dir}")
     servers: dict[str, Server] = {}
-    max_diff: float | None = None
+    max_diff: tuple[float, str] | None = None
     try:
         if args.only != "vllm":
             if args.openjev_url:
