@@ -62,7 +62,7 @@ def ensure_venv(venv: Path, log_dir: Path) -> Path:
 def ensure_weights(python: Path, helper: Path, weights: Path | None, log_dir: Path) -> Path:
     """The bf16 safetensors of the GGUF openjev resolves (OPENJEV_MODEL, default the packaged 1.5B)."""
     settings = load_settings()
-    gguf, packaged = resolve_model_path(settings.model, settings.resolved_cache_dir())
+    gguf, packaged = resolve_model_path(settings.model, settings.embedded.resolved_cache_dir())
     if weights is None:
         stem = "qwen2.5-coder-1.5b" if packaged is DEFAULT_MODEL else (packaged.name if packaged else gguf.stem)
         weights = BENCH_CACHE / f"{stem}-bf16"

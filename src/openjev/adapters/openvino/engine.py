@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-import openvino as ov  # type: ignore[import-untyped]
 
 from openjev.domain.errors import BackendError, StartupError
 from openjev.logs import get_logger
@@ -84,7 +83,7 @@ class OpenVINOEngine:
     def load(cls, config: EngineConfig) -> OpenVINOEngine:
         """Read and compile the IR (seconds)."""
         started = time.perf_counter()
-        core = ov.Core()
+        core = _openvino().Core()
         properties = {
             "PERFORMANCE_HINT": "LATENCY",
             "NUM_STREAMS": "1",
@@ -139,8 +138,18 @@ class OpenVINOEngine:
         return Snapshot(length=length, arrays={s.name: s.state.data.copy() for s in request.query_state()})
 
     def restore(self, request: Any, snapshot: Snapshot) -> None:
+        tensor = _openvino().Tensor
         for state in request.query_state():
-            state.state = ov.Tensor(snapshot.arrays[state.name])
+            state.state = tensor(snapshot.arrays[state.name])
+
+
+def _openvino() -> Any:
+    """OpenVINO, imported only where an engine runs: `openjev serve` builds its runtime in the parent
+    process before Granian forks the worker, and an OpenVINO runtime set up before a fork hung the
+    child's `compile_model`."""
+    import openvino as ov  # type: ignore[import-untyped]
+
+    return ov
 
 
 def pieces(start: int, end: int) -> list[tuple[int, int]]:
