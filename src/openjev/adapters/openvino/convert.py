@@ -55,9 +55,10 @@ def model_dir(gguf_path: Path, source_sha256: str, cache_dir: Path) -> Path:
 def ensure_model(gguf_path: Path, source_sha256: str, cache_dir: Path) -> Path:
     """The checked IR (`model.xml`) for the GGUF, built first if the cache has none (a minute, once)."""
     target = model_dir(gguf_path, source_sha256, cache_dir)
-    if not (target / MANIFEST).is_file():
-        _build(gguf_path, source_sha256, target)
-    verify(target)
+    if (target / MANIFEST).is_file():
+        verify(target)
+    else:
+        _build(gguf_path, source_sha256, target)  # hashed as it is written: no second pass
     return target / MODEL_XML
 
 
