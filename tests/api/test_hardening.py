@@ -7,7 +7,6 @@ import gzip
 import json
 import time
 import zlib
-from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -18,11 +17,10 @@ from litestar.types import ReceiveMessage
 
 from openjev.adapters.fake.backend import FakeBackend
 from openjev.adapters.fake.build import build_runtime
-from openjev.adapters.hf_codec import HFCodec
 from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
 from openjev.domain.decision import Decision
 from openjev.domain.errors import BackendError, BackendUnavailable
-from openjev.domain.ports import BackendHealth, ChatMessage, LabelScores
+from openjev.domain.ports import BackendHealth, LabelScores
 from openjev.evaluation import Evaluator, Prepared
 from openjev.http import body
 from openjev.http.app import create_app
@@ -30,7 +28,7 @@ from openjev.http.body import MAX_MEMBERS, inflate, read_body
 from openjev.http.errors import BadBody, BadEncoding, BodyTimeout
 from openjev.settings import load_settings
 from tests.api.conftest import LOCAL, Client
-from tests.assets import qwen3_tokenizer_dir
+from tests.assets import CountingCodec
 
 pytestmark = pytest.mark.anyio
 BODY = json.dumps(EXAMPLE_REQUEST).encode()
@@ -229,34 +227,10 @@ async def test_prompt_preparation_is_admitted(server: Any) -> None:
 # -- What cannot fit is refused before its text is tokenized ----------------------------------
 
 
-class _CountingCodec:
-    """The Qwen3 tokenizer, counting the caller characters it is asked to tokenize."""
-
-    def __init__(self) -> None:
-        self.inner = HFCodec.load(str(qwen3_tokenizer_dir()))
-        self.caller_chars = 0
-
-    def render(self, messages: Sequence[ChatMessage]) -> str:
-        return self.inner.render(messages)
-
-    def encode_template(self, text: str) -> list[int]:
-        return self.inner.encode_template(text)
-
-    def encode_caller_text(self, text: str) -> list[int]:
-        self.caller_chars += len(text)
-        return self.inner.encode_caller_text(text)
-
-    def min_tokens(self, text: str) -> int:
-        return self.inner.min_tokens(text)
-
-    def decode(self, token_ids: Sequence[int]) -> str:
-        return self.inner.decode(token_ids)
-
-
 @pytest.mark.needs_test_assets
 async def test_a_state_that_cannot_fit_is_refused_before_it_is_tokenized() -> None:
     settings = load_settings({"OPENJEV_BACKEND": "fake"})
-    codec = _CountingCodec()
+    codec = CountingCodec()
     app = create_app(settings, replace(build_runtime(settings), load_codec=lambda: codec))
     huge = ("The quick brown fox jumps over the lazy dog. " * 45_000)[:2_000_000]
     fitting = huge[:100_000]  # ~22,000 tokens: under the 32,768 per question

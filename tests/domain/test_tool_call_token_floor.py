@@ -28,7 +28,7 @@ from openjev.domain.prompt import PromptText, token_floors
 from openjev.http.app import create_app
 from openjev.settings import load_settings
 from tests.api.conftest import LOCAL
-from tests.assets import qwen3_tokenizer_dir
+from tests.assets import CountingCodec, qwen3_tokenizer_dir
 
 pytestmark = pytest.mark.needs_test_assets
 
@@ -79,30 +79,6 @@ def test_tool_call_text_counts_toward_the_floor() -> None:
             assert prefix_floor(codec, [ChatMessage(role="assistant", content="", tool_calls=(call,))]) >= plain
 
 
-class _CountingCodec:
-    """The Qwen3 tokenizer, counting the caller characters it is asked to tokenize."""
-
-    def __init__(self) -> None:
-        self.inner = qwen3()
-        self.caller_chars = 0
-
-    def render(self, messages: Sequence[ChatMessage]) -> str:
-        return self.inner.render(messages)
-
-    def encode_template(self, text: str) -> list[int]:
-        return self.inner.encode_template(text)
-
-    def encode_caller_text(self, text: str) -> list[int]:
-        self.caller_chars += len(text)
-        return self.inner.encode_caller_text(text)
-
-    def min_tokens(self, text: str) -> int:
-        return self.inner.min_tokens(text)
-
-    def decode(self, token_ids: Sequence[int]) -> str:
-        return self.inner.decode(token_ids)
-
-
 BIG = "x" * 1_900_000
 USER = {"role": "user", "content": "Clean up the old backups."}
 
@@ -122,7 +98,7 @@ TOOL_INPUTS = {
 
 async def test_a_huge_tool_call_is_refused_before_any_of_it_is_tokenized() -> None:
     settings = load_settings({"OPENJEV_BACKEND": "fake"})
-    codec = _CountingCodec()
+    codec = CountingCodec()
     app = create_app(settings, replace(build_runtime(settings), load_codec=lambda: codec))
     question = {"type": "predicate", "instructions": "Is the call safe to run?"}
     async with AsyncTestClient(app=app, base_url=LOCAL) as client:
