@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from openjev.adapters.openvino.engine import EngineConfig, Snapshot
+from openjev.adapters.openvino.engine import Snapshot
 
 VOCAB = 512
 
@@ -34,7 +34,7 @@ class FakeEngine:
     vocab_size = VOCAB
     precision = "f32"
 
-    def __init__(self, config: EngineConfig | None = None) -> None:
+    def __init__(self) -> None:
         self.evaluated: list[tuple[int, int]] = []  # (start, tokens) of every step, in order
 
     def new_request(self) -> FakeRequest:

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
 from openjev.adapters.openvino.backend import OpenVINOBackend
-from openjev.adapters.openvino.engine import PIECE, EngineConfig
+from openjev.adapters.openvino.engine import PIECE
 from openjev.domain.errors import BackendError
 from openjev.domain.ports import ScoreCall
 from tests.openvino.fake_engine import FakeEngine
 
-CONFIG = EngineConfig(model_xml=Path("model.xml"), threads=1, context=4096)
 PREFIX = list(range(1, 41))
 LABELS = [7, 9, 11]
 
@@ -27,7 +25,7 @@ async def first_step(engine: FakeEngine, after: int = 0) -> None:
 
 
 def backend_with(engine: FakeEngine, snapshot_bytes: int = 1 << 30) -> OpenVINOBackend:
-    return OpenVINOBackend(CONFIG, load_engine=lambda _: engine, snapshot_bytes=snapshot_bytes)
+    return OpenVINOBackend(lambda: engine, model="model.gguf", threads=1, context=4096, snapshot_bytes=snapshot_bytes)
 
 
 @pytest.fixture

@@ -9,12 +9,11 @@ import pytest
 from openjev.adapters.openvino.backend import OpenVINOBackend
 from tests.backend_conformance.contract import BackendContract, ContractPrompt, chatml_prompt
 from tests.openvino.fake_engine import VOCAB, FakeEngine
-from tests.openvino.test_backend import CONFIG
 
 
 @pytest.fixture
 async def backend() -> AsyncIterator[OpenVINOBackend]:
-    adapter = OpenVINOBackend(CONFIG, load_engine=FakeEngine)
+    adapter = OpenVINOBackend(FakeEngine, model="model.gguf", threads=1, context=4096)
     await adapter.start()
     yield adapter
     await adapter.close()

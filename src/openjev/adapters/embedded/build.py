@@ -87,18 +87,17 @@ def _openvino_backend(settings: Settings, path: Path, packaged: PackagedModel | 
     from openjev.adapters.openvino.engine import OpenVINOEngine
 
     cache_dir = settings.embedded.resolved_cache_dir()
+    threads = settings.embedded.threads or available_cpus()
+    context = settings.embedded.slot_context
 
-    def load_engine(config: OpenVINOConfig) -> OpenVINOEngine:
+    def load_engine() -> OpenVINOEngine:
         if packaged is not None:
             verify(packaged, path)
         source_sha256 = packaged.sha256 if packaged is not None else sha256_of(path)
         model_xml = ensure_model(path, source_sha256, cache_dir)
-        return OpenVINOEngine.load(OpenVINOConfig(model_xml=model_xml, threads=config.threads, context=config.context))
+        return OpenVINOEngine.load(OpenVINOConfig(model_xml=model_xml, threads=threads, context=context))
 
-    threads = settings.embedded.threads or available_cpus()
-    return OpenVINOBackend(
-        OpenVINOConfig(model_xml=path, threads=threads, context=settings.embedded.slot_context), load_engine=load_engine
-    )
+    return OpenVINOBackend(load_engine, model=path.name, threads=threads, context=context)
 
 
 def _llama_backend(settings: Settings, path: Path, packaged: PackagedModel | None) -> EmbeddedBackend:

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from openjev.adapters.openvino.engine import PIECE, Engine, EngineConfig, OpenVINOEngine, label_logprobs, pieces
+from openjev.adapters.openvino.engine import PIECE, Engine, label_logprobs, pieces
 from openjev.adapters.openvino.prefixes import Key, Prefixes, Snapshots, key_of
 from openjev.adapters.openvino.turns import FairTurns
 from openjev.domain.errors import BackendError, BackendUnavailable, StartupError, first_error
@@ -40,12 +40,18 @@ class OpenVINOBackend:
 
     def __init__(
         self,
-        config: EngineConfig,
+        load_engine: Callable[[], Engine],
         *,
-        load_engine: Callable[[EngineConfig], Engine] = OpenVINOEngine.load,
+        model: str,
+        threads: int,
+        context: int,
         snapshot_bytes: int = SNAPSHOT_BYTES,
     ) -> None:
-        self.config = config
+        """`load_engine` verifies and loads the model (blocking, in a worker thread at `start`);
+        `model`, `threads` and `context` are what it loads, for /health and the use case's limits."""
+        self.model = model
+        self.threads = threads
+        self.context = context
         self._load_engine = load_engine
         self._engine: Engine | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -76,7 +82,7 @@ class OpenVINOBackend:
             return
         self._closing = False
         try:
-            engine = await asyncio.to_thread(self._load_engine, self.config)
+            engine = await asyncio.to_thread(self._load_engine)
         except StartupError as exc:
             self._failure = exc.message
             raise
@@ -107,8 +113,8 @@ class OpenVINOBackend:
         return BackendHealth(
             ok=True,
             detail=(
-                f"OpenVINO engine: {self.config.model_xml.parent.name}, {engine.precision}, "
-                f"{self.config.threads} threads, deterministic (canonical pieces), "
+                f"OpenVINO engine: {self.model}, {engine.precision}, "
+                f"{self.threads} threads, deterministic (canonical pieces), "
                 f"{len(self._running)} calls in flight, "
                 f"{self._turns.waiting()} steps waiting, {len(self._snapshots)} prefixes cached "
                 f"({self._snapshots.bytes // 2**20} MiB)"
@@ -116,7 +122,7 @@ class OpenVINOBackend:
         )
 
     def context_tokens(self) -> int | None:
-        return self.config.context if self._engine is not None else None
+        return self.context if self._engine is not None else None
 
     def vocab_size(self) -> int | None:
         """The rows of the model's embedding and head (151,936 on the packaged Qwen models)."""
