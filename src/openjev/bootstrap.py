@@ -100,6 +100,7 @@ def build_evaluator(
         refuse_below=settings.refuse_below_label_mass,
         client_debias=settings.client_debias_modes(),
         branch_context=runtime.backend.context_tokens(),
+        date_facts=settings.date_facts,
     )
     return Evaluator(
         backend=runtime.backend,

@@ -45,6 +45,7 @@ class EvaluatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     refuse_below: float | None = None
     client_debias: frozenset[DebiasMode] | None = None  # the modes x_debias may choose (None: any)
     branch_context: int | None = None
+    date_facts: bool = True  # add computed day counts when the texts name two or more dates
 
     @property
     def branch_limit(self) -> int:
@@ -102,7 +103,7 @@ def plan(decision: Decision, codec: PromptCodec, labels: LabelSet, config: Evalu
     calibrated = [i for i, ask in enumerate(decision.asks) if policy.calibrate and rules(ask).calibratable]
     # What cannot fit is refused from the byte counts, before tokenizing (seconds for a large state),
     # every call bias removal adds counted.
-    text = prompt_text(decision.state, decision.asks, labels)
+    text = prompt_text(decision.state, decision.asks, labels, dates=config.date_facts)
     prefix_floor, ask_floors = token_floors(text, codec)
     counts = [len(orders(ask)) for ask in decision.asks]
     calls = [(n, n if i in calibrated else 0) for i, n in enumerate(counts)]
@@ -111,7 +112,7 @@ def plan(decision: Decision, codec: PromptCodec, labels: LabelSet, config: Evalu
     prior_plan = None
     if calibrated:
         asks = [decision.asks[i] for i in calibrated]
-        empty = build_plan(content_free(decision.state), asks, codec, labels, orders)
+        empty = build_plan(content_free(decision.state), asks, codec, labels, orders, dates=config.date_facts)
         branches = tuple(msgspec.structs.replace(b, ask=calibrated[b.ask]) for b in empty.branches)
         prior_plan = PromptPlan(prefix_ids=empty.prefix_ids, branches=branches)
     validate_tokens(prompt, decision, config.limits, config.branch_limit, prior_plan)

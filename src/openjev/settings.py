@@ -86,6 +86,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # Refuse (Decisions only: System One has no refusal) a question whose answer labels got less than
     # this share of the model's next-token probability. Off by default: every question is answered.
     refuse_below_label_mass: Annotated[float, msgspec.Meta(gt=0, le=1)] | None = None
+    # Add one labelled line of computed day counts when the state or a question names two or more
+    # calendar dates (docs/prompt-format.md#date-facts); measured to help (docs/quality.md).
+    date_facts: bool = True
     # Bit-identical answers whatever else runs beside a question (docs/quality.md#reproducible-answers).
     # Default: on for the embedded backend, off for SGLang (whose cost must be measured on a GPU).
     deterministic: bool | None = None

@@ -2,7 +2,8 @@
 
 Each case is a request body and a bias-removal mode; together they cover every question kind, every
 state form (text, JSON value, chat transcript with content parts), a 64-option question, the
-option orders of `rotate` and the content-free priors of `calibrate`.
+option orders of `rotate` and the content-free priors of `calibrate`, worked examples of every kind
+(text, JSON and transcript cases) and a date facts line.
 """
 
 from __future__ import annotations
@@ -60,7 +61,34 @@ SIXTY_FOUR = {
     },
 }
 
+WITH_EXAMPLES = {
+    "refund": {
+        "type": "noul",
+        "instructions": "Does the customer ask for money back?",
+        "x_examples": [{"state": "Please reverse the charge.", "answer": True}],
+    },
+    "department": {
+        "type": "choice",
+        "instructions": "Which department should handle this?",
+        "criteria": {"billing": "Payments and refunds", "technical": "Software bugs", "sales": None},
+        "x_examples": [
+            {"state": [{"role": "user", "content": "The app crashes <|im_end|> on start."}], "answer": "technical"},
+            {"state": {"ticket": 9, "body": "Do you sell gift cards?"}, "answer": "sales"},
+        ],
+    },
+    "urgency": {
+        "type": "score",
+        "instructions": "How urgent is the request?",
+        "criteria": ["Routine", "Urgent"],
+        "x_examples": [{"state": "Delivered 2026-08-04; I asked on 2026-08-16.", "answer": 0}],
+    },
+}
+
+DATED = "Delivered on 2026-08-04. I asked to return it on August 16, 2026. Is that within 14 days?"
+
 CASES: dict[str, tuple[dict[str, Any], DebiasMode]] = {
+    "worked_examples": ({"model": "jev-latest", "state": TRANSCRIPT, "questions": WITH_EXAMPLES}, "rotate+calibrate"),
+    "date_facts": ({"model": "jev-latest", "state": DATED, "questions": EVERY_KIND}, "none"),
     "spec_example": (EXAMPLE_REQUEST, "none"),
     "transcript_every_kind": ({"model": "jev-latest", "state": TRANSCRIPT, "questions": EVERY_KIND}, "none"),
     "messages_object": (

@@ -69,6 +69,7 @@ def test_the_tokenizer_follows_the_pin_only_from_the_models_own_repository(monke
     from openjev.adapters.hf_codec import HFCodec
 
     loads: list[tuple[str, str | None]] = []
+
     class Loaded:
         def id_limit(self) -> int:
             return 10

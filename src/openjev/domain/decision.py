@@ -45,18 +45,34 @@ class Option(msgspec.Struct, frozen=True):
     text: str | None
 
 
+class Example(msgspec.Struct, frozen=True):
+    """A solved case the caller sends with an ask: a state and the index of its right option."""
+
+    state: State
+    answer: int
+
+
 class Ask(msgspec.Struct, frozen=True, kw_only=True):
     """One question: its kind, its instructions (None: the kind's default) and its options, in order.
 
     A yes/no ask has two options, yes (key True) then no (key False), whose texts are the optional
     descriptions of what each answer means. A choice ask's options are shown under single-token
-    labels in the order given; a scale's levels go from the lowest to the highest.
+    labels in the order given; a scale's levels go from the lowest to the highest. `examples`: the
+    caller's solved cases, shown to the model before the state (docs/prompt-format.md).
     """
 
     kind: AskKind
     instructions: str | None
     options: tuple[Option, ...]
     where: Loc = ()
+    examples: tuple[Example, ...] = ()
+
+    def option_index(self, key: OptionKey) -> int | None:
+        """Where the option named `key` sits, typed (`1` is no yes, `"1"` no level), or None."""
+        for index, option in enumerate(self.options):
+            if type(option.key) is type(key) and option.key == key:
+                return index
+        return None
 
 
 class Policy(msgspec.Struct, frozen=True, kw_only=True):

@@ -53,6 +53,10 @@ class KindRules(ABC):
         """The token ids the answer is read on, in the ask's option order."""
 
     @abstractmethod
+    def answer_text(self, ask: Ask, index: int) -> str:
+        """Option `index` in words, as a worked example's answer shows it (never its label)."""
+
+    @abstractmethod
     def answer(
         self, label_logprobs: Sequence[float], *, temperature: float = 1.0, confidence: ConfidenceFormula = "typesafe"
     ) -> Distribution:
@@ -97,6 +101,9 @@ class YesNoKind(KindRules):
     def label_ids(self, ask: Ask, labels: LabelSet) -> tuple[int, ...]:
         return (labels.yes_id, labels.no_id)
 
+    def answer_text(self, ask: Ask, index: int) -> str:
+        return YES if index == 0 else NO
+
     def answer(
         self, label_logprobs: Sequence[float], *, temperature: float = 1.0, confidence: ConfidenceFormula = "typesafe"
     ) -> Distribution:
@@ -120,6 +127,10 @@ class _ListedKind(KindRules):
 
     def label_ids(self, ask: Ask, labels: LabelSet) -> tuple[int, ...]:
         return labels.token_ids[: len(ask.options)]
+
+    def answer_text(self, ask: Ask, index: int) -> str:
+        option = ask.options[index]
+        return str(option.key) if option.text is None else option.text
 
 
 class ChoiceKind(_ListedKind):

@@ -17,3 +17,4 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     max_total_input_tokens: int = 262_144  # prefix + every suffix of one request
     max_concurrent_branches: int = 64
     request_timeout_seconds: float = 120.0
+    max_examples: int = 32  # worked examples per question

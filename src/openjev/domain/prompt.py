@@ -14,8 +14,10 @@ from typing import Any
 
 import msgspec
 
+from openjev.domain.date_facts import date_facts
 from openjev.domain.decision import Ask, Conversation, Loc, State
 from openjev.domain.errors import InvalidRequest, StartupError
+from openjev.domain.examples import messages_with_examples
 from openjev.domain.kinds import CHOICE, rules
 from openjev.domain.labels import ANSWER_OPENING, LabelSet
 from openjev.domain.layout import Piece, encode_pieces, escaped, fold_tool_calls, layout
@@ -50,9 +52,13 @@ class PromptPlan(msgspec.Struct, frozen=True):
         return sum(len(self.prefix_ids) + len(branch.suffix_ids) for branch in self.branches)
 
 
-def question_opening(subject: str) -> str:
-    """The start of every question turn, the same for all asks: it goes into the cached prefix."""
-    return QUESTION_OPENING.format(subject=subject)
+def question_opening(subject: str, facts: str | None = None) -> str:
+    """The start of every question turn, the same for all asks: it goes into the cached prefix.
+
+    `facts`: the decision's date facts line, shown between the reminder and the question.
+    """
+    opening = QUESTION_OPENING.format(subject=subject)
+    return opening if facts is None else opening.replace("\n\nQuestion:", f"\n\n{facts}\n\nQuestion:")
 
 
 def question_text(ask: Ask, labels: LabelSet, order: Sequence[int] = ()) -> str:
@@ -72,12 +78,19 @@ class PromptText(msgspec.Struct, frozen=True):
 
     messages: tuple[ChatMessage, ...]
     questions: tuple[str, ...]  # `question_text` of each ask, options in the order given
+    facts: str | None = None  # the date facts line of the state and the asks, when asked for and found
 
 
-def prompt_text(state: State, asks: Sequence[Ask], labels: LabelSet) -> PromptText:
-    return PromptText(
-        messages=tuple(state_messages(state)), questions=tuple(question_text(ask, labels) for ask in asks)
-    )
+def prompt_text(state: State, asks: Sequence[Ask], labels: LabelSet, *, dates: bool = False) -> PromptText:
+    """The asks' worked examples come first, as solved turns (see `examples`).
+
+    `dates`: add date facts (`date_facts`) for the state and for each example's case.
+    """
+    facts = date_facts if dates else None
+    messages = state_messages(state)
+    questions = tuple(question_text(ask, labels) for ask in asks)
+    found = date_facts([*(m.content for m in messages), *questions]) if dates else None
+    return PromptText(messages=tuple(messages_with_examples(messages, asks, facts)), questions=questions, facts=found)
 
 
 def build_plan(
@@ -88,16 +101,19 @@ def build_plan(
     orders: Callable[[Ask], Sequence[Sequence[int]]] = lambda _: ((),),
     text: PromptText | None = None,
     where: Loc = (),
+    *,
+    dates: bool = False,
 ) -> PromptPlan:
     """Tokenize the prefix once, the shared tail once, and each ask (in each of its orders) on its own.
 
     The prefix runs into the question turn up to its shared opening, so a suffix holds only what
     differs between asks, then the end of the turn and the answer cue. `text`: the decision's
-    `prompt_text`, when the caller has it already; `where`: the state's location, for errors.
+    `prompt_text`, when the caller has it already; `where`: the state's location, for errors;
+    `dates`: add date facts (when `text` is not given).
     """
-    text = text if text is not None else prompt_text(state, asks, labels)
+    text = text if text is not None else prompt_text(state, asks, labels, dates=dates)
     split = layout(codec, text.messages, where)
-    opening = Piece(text=question_opening(state_subject(state)), literal=True)
+    opening = Piece(text=question_opening(state_subject(state), text.facts), literal=True)
     tail_ids = tuple(codec.encode_template(split.tail_text))
     branches = tuple(
         Branch(

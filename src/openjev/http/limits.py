@@ -29,6 +29,7 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     max_concurrent_requests: int = _ADMISSION.max_concurrent_requests
     max_concurrent_branches: int = _DECISION.max_concurrent_branches
     request_timeout_seconds: float = _DECISION.request_timeout_seconds
+    max_examples: int = _DECISION.max_examples
 
     @classmethod
     def of(cls, decision: limits.Limits, admission: AdmissionLimits) -> Limits:

@@ -42,6 +42,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--debias", choices=DEBIAS_CHOICES, default=None, help="send x_debias with every request (default: server's)"
     )
+    parser.add_argument(
+        "--examples",
+        action="store_true",
+        help="send each question with solved examples: for each option, another item of the file asking the same "
+        "question with that answer (never the item itself)",
+    )
     parser.add_argument("--limit", type=positive_int, default=None, help="only the first N items of each file")
     parser.add_argument("--out", type=Path, default=None, help="also write the full report as JSON here (a new file)")
     parser.add_argument("--force", action="store_true", help="let --out replace an existing file (never an input)")
@@ -72,6 +78,7 @@ def main_from_args(args: argparse.Namespace) -> int:
         fit_temperature=args.fit_temperature,
         debias=args.debias,
         limit=args.limit,
+        examples=args.examples,
     )
     collected = Collected()
     try:

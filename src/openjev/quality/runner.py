@@ -16,6 +16,7 @@ from openjev.client.progress import Progress
 from openjev.client.systemone import Reply, SystemOneClient
 from openjev.contracts.systemone.wire import ChoiceQuestion, Question
 from openjev.quality.dataset import EvalItem, answer_names, gold_index, load_items
+from openjev.quality.examples import ExamplePool
 from openjev.quality.metrics import (
     Prediction,
     ReliabilityBin,
@@ -46,11 +47,13 @@ class EvalOptions(msgspec.Struct, frozen=True, kw_only=True):
     fit_temperature: bool = False
     debias: str | None = None  # sent as `x_debias` when set; the server's default otherwise
     limit: int | None = None  # only the first N items of each file
+    examples: bool = False  # send solved examples drawn from the file's other items (quality/examples.py)
     timeout: float = 300.0
     progress: bool | None = None  # None: a bar when stderr is a terminal
 
 
 class Outcome(msgspec.Struct):
+    examples: int = 0
     prediction: Prediction | None = None
     reversed: Prediction | None = None
     latency: float | None = None
@@ -99,6 +102,7 @@ class FileReport(msgspec.Struct):
     input_tokens_per_item: float
     calls_per_item: float
     debias: str | None
+    examples_per_item: float = 0.0
     reversed: ReverseReport | None = None
     temperature: TemperatureReport | None = None
     yes_no: YesNoReport | None = None  # when every question of the file is a yes/no question
@@ -148,21 +152,26 @@ def prediction_from(answer: Any, names: Sequence[str], gold: int) -> Prediction:
     return Prediction(probabilities=tuple(float(probabilities[n]) for n in names), gold=gold)
 
 
-async def evaluate_item(client: SystemOneClient, item: EvalItem, options: EvalOptions) -> Outcome:
+async def evaluate_item(
+    client: SystemOneClient, item: EvalItem, options: EvalOptions, question: Question | None = None
+) -> Outcome:
+    """`question`: the item's question as sent (with examples), when it is not the item's own."""
     names = answer_names(item.question)
     gold = gold_index(item)
+    question = item.question if question is None else question
     try:
-        reply = await client.decide(request_for(item, item.question, options))
+        reply = await client.decide(request_for(item, question, options))
         if not reply.ok:
             return Outcome(error=reply.error(), latency=reply.latency)
         outcome = Outcome(
+            examples=len(question.x_examples or ()),
             prediction=prediction_from(reply.body["answers"][QUESTION_ID], names, gold),
             latency=reply.latency,
             input_tokens=reply.body["usage"]["input_tokens"],
             calls=reply.body["usage"]["output_tokens"],
         )
-        if options.reverse and isinstance(item.question, ChoiceQuestion):
-            back: Reply = await client.decide(request_for(item, reversed_question(item.question), options))
+        if options.reverse and isinstance(question, ChoiceQuestion):
+            back: Reply = await client.decide(request_for(item, reversed_question(question), options))
             if not back.ok:
                 return Outcome(error=f"reversed: {back.error()}", latency=reply.latency)
             outcome.reversed = prediction_from(back.body["answers"][QUESTION_ID], names, gold)
@@ -172,7 +181,9 @@ async def evaluate_item(client: SystemOneClient, item: EvalItem, options: EvalOp
 
 
 async def evaluate_file(path: Path, options: EvalOptions, collected: Collected | None = None) -> FileReport:
-    items = load_items(path)[: options.limit]
+    every = load_items(path)
+    items = every[: options.limit]
+    pool = ExamplePool(every) if options.examples else None
     progress = Progress(len(items), path.name, enabled=options.progress)
     gate = asyncio.Semaphore(options.concurrency)
     yes_no = bool(items) and all(item.question.kind == "yes_no" for item in items)
@@ -183,14 +194,15 @@ async def evaluate_file(path: Path, options: EvalOptions, collected: Collected |
     try:
         async with SystemOneClient(options.url, key=options.key, timeout=options.timeout) as client:
 
-            async def one(item: EvalItem) -> Outcome:
+            async def one(index: int, item: EvalItem) -> Outcome:
+                question = pool.question_for(index) if pool is not None else None
                 async with gate:
-                    outcome = await evaluate_item(client, item, options)
+                    outcome = await evaluate_item(client, item, options, question)
                 finished.append(outcome)
                 progress.advance(failed=outcome.error is not None)
                 return outcome
 
-            outcomes = await asyncio.gather(*(one(item) for item in items))
+            outcomes = await asyncio.gather(*(one(i, item) for i, item in enumerate(items)))
             elapsed = time.perf_counter() - started
     finally:
         progress.close()
@@ -222,6 +234,7 @@ def summarize(
         input_tokens_per_item=mean([o.input_tokens for o in answered if o.input_tokens is not None]),
         calls_per_item=mean([o.calls for o in answered if o.calls is not None]),
         debias=options.debias,
+        examples_per_item=mean([float(o.examples) for o in answered]),
     )
     pairs = [(o.prediction, o.reversed) for o in answered if o.prediction is not None and o.reversed is not None]
     if pairs:
@@ -266,7 +279,8 @@ def format_report(report: EvalReport) -> str:
             f"Brier {f.brier:.3f}   ECE {f.ece:.3f}   NLL {f.nll:.3f}",
             f"  latency p50 {f.latency_p50:.2f} s, p90 {f.latency_p90:.2f} s   {f.items_per_second:.2f} items/s   "
             f"{f.calls_per_item:.1f} calls and {f.input_tokens_per_item:.0f} input tokens per item"
-            + (f"   debias {f.debias}" if f.debias else ""),
+            + (f"   debias {f.debias}" if f.debias else "")
+            + (f"   {f.examples_per_item:.1f} worked examples per item" if f.examples_per_item else ""),
         ]
         if f.reversed is not None:
             lines.append(

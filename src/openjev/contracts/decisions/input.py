@@ -51,13 +51,14 @@ JSON_MAX_BYTES = 256 * 1024
 ROLES = {"developer": "system"}  # roles the chat templates know under another name
 
 
-def state_of(input: str | list[dict[str, Any]]) -> State:
+def state_of(input: str | list[dict[str, Any]], root: Loc = ("input",)) -> State:
+    """`root`: where this input sits (the request's `input`, or a worked example's), for errors."""
     if isinstance(input, str):
         return Document(text=input)
     if not input:
-        raise InvalidRequest.one(("input",), "input has no items: send a text or at least one item", "too_few_items")
+        raise InvalidRequest.one(root, "input has no items: send a text or at least one item", "too_few_items")
     return Conversation(
-        messages=tuple(_Transcript().messages([_item(raw, ("input", i)) for i, raw in enumerate(input)]))
+        messages=tuple(_Transcript(root).messages([_item(raw, (*root, i)) for i, raw in enumerate(input)]))
     )
 
 
@@ -88,7 +89,8 @@ def _item(raw: dict[str, Any], where: Loc) -> Item:
 class _Transcript:
     """Items to chat messages, checking that every tool output answers an earlier call of its kind."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: Loc) -> None:
+        self.root = root
         self.out: list[ChatMessage] = []
         self.calls: dict[str, str] = {}  # call id -> the item type that made the call
         self.answered: set[str] = set()
@@ -96,7 +98,7 @@ class _Transcript:
 
     def messages(self, items: Sequence[Item]) -> list[ChatMessage]:
         for i, item in enumerate(items):
-            where: Loc = ("input", i)
+            where: Loc = (*self.root, i)
             if isinstance(item, FunctionCall | CustomToolCall):
                 self._call(item, where)
             elif isinstance(item, FunctionCallOutput | CustomToolCallOutput):

@@ -14,8 +14,9 @@ from openjev.contracts.decisions.errors import validation_code
 from openjev.contracts.decisions.input import json_text, part_text, state_of
 from openjev.contracts.decisions.wire import DecisionRequest, InputJSON, Instructions, Question
 from openjev.contracts.decoding import decode_strict, explain_validation_error
+from openjev.contracts.examples import example_issues, with_examples
 from openjev.contracts.models import check_model
-from openjev.domain.decision import Decision, Loc, Policy
+from openjev.domain.decision import Ask, Decision, Loc, Policy
 from openjev.domain.errors import InvalidRequest, Issue
 from openjev.domain.kinds import KINDS
 from openjev.domain.limits import Limits
@@ -38,17 +39,36 @@ def parse(body: bytes, limits: Limits, accepted_models: Collection[str]) -> Pars
     if issues:
         raise InvalidRequest(issues)
     check_model(request.model, accepted_models)
+    issues = [issue for i, question in enumerate(request.questions) for issue in _example_issues(question, i, limits)]
+    if issues:
+        raise InvalidRequest(issues)
     decision = Decision(
         state=state_of(request.input),
-        asks=tuple(
-            question.ask(instructions_text(question.instructions, ("questions", i, "instructions")), ("questions", i))
-            for i, question in enumerate(request.questions)
-        ),
+        asks=tuple(_ask(question, ("questions", i)) for i, question in enumerate(request.questions)),
         policy=Policy(debias=request.x_debias, label_mass=request.x_label_mass, refusals=True),
         root=(),
         state_where=("input",),
     )
     return Parsed(request=request, decision=decision)
+
+
+def _ask(question: Question, where: Loc) -> Ask:
+    ask = question.ask(instructions_text(question.instructions, (*where, "instructions")), where)
+    if not question.x_examples:
+        return ask
+    examples = question.x_examples
+    states = [state_of(example.input, (*where, "x_examples", j, "input")) for j, example in enumerate(examples)]
+    return with_examples(ask, [(state, example.answer) for state, example in zip(states, examples, strict=True)])
+
+
+def _example_issues(question: Question, i: int, limits: Limits) -> list[Issue]:
+    """Checked once the instructions are known to be readable (an image part is refused where it is read)."""
+    if not question.x_examples:
+        return []
+    where: Loc = ("questions", i)
+    ask = question.ask(instructions_text(question.instructions, (*where, "instructions")), where)
+    answers = [example.answer for example in question.x_examples]
+    return example_issues(ask, answers, (*where, "x_examples"), limits)
 
 
 def decode_request(body: bytes) -> DecisionRequest:

@@ -161,6 +161,26 @@ QuestionPart = InputText | InputImage | InputJSON
 Instructions = str | list[QuestionPart]
 
 
+class SolvedExample(msgspec.Struct, forbid_unknown_fields=True):
+    """openjev extension: a solved case shown to the model before the input (docs/api.md#worked-examples)."""
+
+    input: Annotated[
+        str | list[dict[str, Any]], msgspec.Meta(description="The case, in the shape of the request's `input`.")
+    ]
+    answer: Annotated[
+        bool | str | int,
+        msgspec.Meta(
+            description="Its answer: true/false (predicate), a choice value (choice), a 0-based level (score)."
+        ),
+    ]
+
+
+Examples = Annotated[
+    list[SolvedExample] | None,
+    msgspec.Meta(description="openjev extension: solved cases for this question (see docs/api.md#worked-examples)."),
+]
+
+
 class Predicate(msgspec.Struct, tag_field="type", tag="predicate", forbid_unknown_fields=True):
     """How likely a statement about the input is true: answered with its probability."""
 
@@ -168,6 +188,7 @@ class Predicate(msgspec.Struct, tag_field="type", tag="predicate", forbid_unknow
     options_field: ClassVar[str] = "instructions"  # no options to count
     instructions: Instructions
     name: str | None = None
+    x_examples: Examples = None
 
     @property
     def option_count(self) -> int:
@@ -197,6 +218,7 @@ class Choice(msgspec.Struct, tag_field="type", tag="choice", forbid_unknown_fiel
     choices: list[ChoiceOption]
     instructions: Instructions
     name: str | None = None
+    x_examples: Examples = None
 
     @property
     def option_count(self) -> int:
@@ -249,6 +271,7 @@ class Score(msgspec.Struct, tag_field="type", tag="score", forbid_unknown_fields
     levels: list[Level]
     instructions: Instructions
     name: str | None = None
+    x_examples: Examples = None
 
     @property
     def option_count(self) -> int:

@@ -13,9 +13,10 @@ from typing import Any
 import msgspec
 
 from openjev.contracts.decoding import decode_strict, explain_validation_error, validation_error_kind
+from openjev.contracts.examples import example_issues, with_examples
 from openjev.contracts.models import check_model
 from openjev.contracts.systemone.wire import Question, SystemOneRequest, TextValue
-from openjev.domain.decision import Conversation, Decision, Document, Policy, State
+from openjev.domain.decision import Ask, Conversation, Decision, Document, Loc, Policy, State
 from openjev.domain.errors import InvalidRequest, Issue, echo
 from openjev.domain.kinds import KINDS
 from openjev.domain.limits import Limits
@@ -63,6 +64,10 @@ def validate_request(request: SystemOneRequest, limits: Limits) -> None:
         values += question.text_values((*ROOT, "questions", qid))
     issues += depth_issues(values)
     for qid, question in request.questions.items():
+        if question.x_examples:
+            where = (*ROOT, "questions", qid)
+            answers = [example.answer for example in question.x_examples]
+            issues += example_issues(question.ask(where), answers, (*where, "x_examples"), limits)
         if qid == "":
             issues.append(Issue((*ROOT, "questions", qid), "question ids must be non-empty strings", "value_error"))
         options = KINDS[question.kind].count_issue(question.option_count, limits, (*ROOT, "questions", qid, "criteria"))
@@ -75,30 +80,42 @@ def validate_request(request: SystemOneRequest, limits: Limits) -> None:
 def to_decision(request: SystemOneRequest) -> Decision:
     return Decision(
         state=state_of(request.state),
-        asks=tuple(question.ask((*ROOT, "questions", qid)) for qid, question in request.questions.items()),
+        asks=tuple(_ask(question, (*ROOT, "questions", qid)) for qid, question in request.questions.items()),
         policy=Policy(debias=request.x_debias, label_mass=request.x_label_mass),
         root=ROOT,
         state_where=(*ROOT, "state"),
     )
 
 
-def state_of(state: TextValue) -> State:
-    """A conversation when the state is a chat transcript, else the whole state as one document."""
-    transcript = _transcript(state)
+def _ask(question: Question, where: Loc) -> Ask:
+    ask = question.ask(where)
+    if not question.x_examples:
+        return ask
+    examples = question.x_examples
+    states = [state_of(example.state, (*where, "x_examples", j, "state")) for j, example in enumerate(examples)]
+    return with_examples(ask, [(state, example.answer) for state, example in zip(states, examples, strict=True)])
+
+
+def state_of(state: TextValue, where: Loc = (*ROOT, "state")) -> State:
+    """A conversation when the state is a chat transcript, else the whole state as one document.
+
+    `where`: where this state sits (the request's, or a worked example's), for errors.
+    """
+    transcript = _transcript(state, where)
     if transcript is not None:
         messages, path = transcript
         return Conversation(messages=tuple(_chat_message(m, (*path, i)) for i, m in enumerate(messages)))
     return Document(text=as_text(state))
 
 
-def _transcript(state: TextValue) -> tuple[list[dict[str, Any]], tuple[str | int, ...]] | None:
+def _transcript(state: TextValue, where: Loc) -> tuple[list[dict[str, Any]], Loc] | None:
     """The messages of a state that is a transcript: a list of messages, or exactly `{"messages": [...]}`."""
     if isinstance(state, list):
         candidate: Any = state
-        path: tuple[str | int, ...] = (*ROOT, "state")
+        path: Loc = where
     elif isinstance(state, dict) and set(state) == {"messages"}:
         candidate = state["messages"]
-        path = (*ROOT, "state", "messages")
+        path = (*where, "messages")
     else:
         return None
     if isinstance(candidate, list) and candidate and all(_looks_like_message(m) for m in candidate):

@@ -30,6 +30,29 @@ def _text(value: TextValue | None) -> str | None:
     return None if value is None else as_text(value)
 
 
+class SolvedExample(msgspec.Struct, forbid_unknown_fields=True):
+    """openjev extension: a solved case shown to the model before the state (docs/api.md#worked-examples)."""
+
+    state: Annotated[TextValue, msgspec.Meta(description="The case: a text, JSON value or chat transcript.")]
+    answer: Annotated[
+        bool | str | int,
+        msgspec.Meta(
+            description="Its right answer: true/false (noul), an option name (choice), a 0-based level (score)."
+        ),
+    ]
+
+
+Examples = Annotated[
+    list[SolvedExample] | None,
+    msgspec.Meta(description="openjev extension: solved cases for this question (see docs/api.md#worked-examples)."),
+]
+
+
+def _example_values(examples: list[SolvedExample] | None, where: Loc) -> Iterator[tuple[Loc, Any]]:
+    for j, example in enumerate(examples or ()):
+        yield (*where, "x_examples", j, "state"), example.state
+
+
 class NoulCriteria(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     """Optional descriptions of what yes (`true`) and no (`false`) mean; one-sided is fine."""
 
@@ -43,6 +66,7 @@ class NoulQuestion(msgspec.Struct, tag_field="type", tag="noul", forbid_unknown_
     kind: ClassVar[AskKind] = "yes_no"
     instructions: Annotated[TextValue | None, msgspec.Meta(description=_TEXT_DOC)] = None
     criteria: NoulCriteria | None = None
+    x_examples: Examples = None
 
     @property
     def option_count(self) -> int:
@@ -57,6 +81,7 @@ class NoulQuestion(msgspec.Struct, tag_field="type", tag="noul", forbid_unknown_
         if self.criteria is not None:
             yield (*where, "criteria", "true"), self.criteria.true
             yield (*where, "criteria", "false"), self.criteria.false
+        yield from _example_values(self.x_examples, where)
 
     def answer(self, result: Distribution) -> NoulAnswer:
         return NoulAnswer(noul=result.probabilities[0], x_label_mass=optional(result.label_mass))
@@ -71,6 +96,7 @@ class ChoiceQuestion(msgspec.Struct, tag_field="type", tag="choice", forbid_unkn
         msgspec.Meta(description="Option name -> description (null: the name alone carries the meaning)."),
     ]
     instructions: Annotated[TextValue | None, msgspec.Meta(description=_TEXT_DOC)] = None
+    x_examples: Examples = None
 
     @property
     def option_count(self) -> int:
@@ -85,6 +111,7 @@ class ChoiceQuestion(msgspec.Struct, tag_field="type", tag="choice", forbid_unkn
         yield (*where, "instructions"), self.instructions
         for name, text in self.criteria.items():
             yield (*where, "criteria", name), text
+        yield from _example_values(self.x_examples, where)
 
     def answer(self, result: Distribution) -> ChoiceAnswer:
         names = list(self.criteria)
@@ -102,6 +129,7 @@ class ScoreQuestion(msgspec.Struct, tag_field="type", tag="score", forbid_unknow
     kind: ClassVar[AskKind] = "scale"
     criteria: Annotated[list[TextValue], msgspec.Meta(description="Ordered level descriptions, level 0 first.")]
     instructions: Annotated[TextValue | None, msgspec.Meta(description=_TEXT_DOC)] = None
+    x_examples: Examples = None
 
     @property
     def option_count(self) -> int:
@@ -114,6 +142,7 @@ class ScoreQuestion(msgspec.Struct, tag_field="type", tag="score", forbid_unknow
         yield (*where, "instructions"), self.instructions
         for i, text in enumerate(self.criteria):
             yield (*where, "criteria", i), text
+        yield from _example_values(self.x_examples, where)
 
     def answer(self, result: Distribution) -> ScoreAnswer:
         keys = [str(i) for i in range(len(self.criteria))]

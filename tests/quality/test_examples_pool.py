@@ -1,0 +1,39 @@
+"""`openjev eval --examples`: each option's example comes from another item asking the same question."""
+
+from __future__ import annotations
+
+from openjev.contracts.systemone.wire import ChoiceQuestion, NoulQuestion, SolvedExample
+from openjev.quality.dataset import EvalItem
+from openjev.quality.examples import ExamplePool
+
+TEAM = ChoiceQuestion(instructions="Team?", criteria={"billing": "Payments", "tech": "Bugs", "sales": None})
+OTHER = ChoiceQuestion(instructions="Which desk?", criteria={"billing": "Payments", "tech": "Bugs", "sales": None})
+
+
+def test_each_option_gets_the_first_other_item_with_that_answer_and_never_the_item_itself() -> None:
+    items = [
+        EvalItem(state="refund me", question=TEAM, gold="billing"),
+        EvalItem(state="it crashes", question=TEAM, gold="tech"),
+        EvalItem(state="charged twice", question=TEAM, gold="billing"),
+        EvalItem(state="buy more seats", question=OTHER, gold="sales"),  # another question: never an example
+    ]
+    pool = ExamplePool(items)
+    assert pool.question_for(0).x_examples == [  # in option order
+        SolvedExample(state="charged twice", answer="billing"),
+        SolvedExample(state="it crashes", answer="tech"),
+    ]
+    first = pool.question_for(2).x_examples
+    assert first is not None and first[0] == SolvedExample(state="refund me", answer="billing")
+    assert pool.question_for(3).x_examples is None  # no other item asks it
+
+
+def test_answers_match_with_their_types_and_examples_an_item_carries_are_kept() -> None:
+    question = NoulQuestion(instructions="Urgent?", x_examples=[SolvedExample(state="fire!", answer=True)])
+    items = [
+        EvalItem(state="now", question=question, gold=True),
+        EvalItem(state="whenever", question=question, gold=False),
+    ]
+    assert ExamplePool(items).question_for(0).x_examples == [
+        SolvedExample(state="fire!", answer=True),
+        SolvedExample(state="whenever", answer=False),
+    ]
