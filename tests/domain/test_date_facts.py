@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from openjev.domain.date_facts import MAX_DATES, PREFIX, date_facts, find_dates
+from openjev.domain.date_facts import MAX_DATES, PREFIX, date_facts, find_dates, windows
 
 D = datetime.date
 AUG_4 = D(2026, 8, 4)
@@ -117,8 +117,38 @@ def test_the_years_1900_to_2199_are_read() -> None:
 
 def test_the_example_line() -> None:
     line = date_facts(["Return request: delivered 2026-08-04, asked on 2026-08-16, within 21 days?"])
-    assert line == f"{PREFIX} 2026-08-04 to 2026-08-16: 12 days."
-    assert line == "Date facts (computed by the server, not part of the data): 2026-08-04 to 2026-08-16: 12 days."
+    assert line == f"{PREFIX} 2026-08-04 to 2026-08-16: 12 days (less than 21 days)."
+    assert line == (
+        "Date facts (computed by the server, not part of the data): 2026-08-04 to 2026-08-16: 12 days "
+        "(less than 21 days)."
+    )
+
+
+@pytest.mark.parametrize(
+    ("window", "said"),
+    [
+        ("within 12 days", "12 days (exactly 12 days)"),
+        ("a 30-day window", "12 days (less than 30 days)"),
+        ("within 1 week", "12 days (more than 7 days)"),
+        ("10 calendar days", "12 days (more than 10 days)"),
+        ("30 business days or 5 working days", "12 days"),  # not calendar days: never compared
+        ("order 1.5 days or v2,10 days", "12 days"),  # a number glued to another is no window
+        ("0 days", "12 days"),
+    ],
+)
+def test_each_count_is_compared_with_the_windows_the_texts_state(window: str, said: str) -> None:
+    line = date_facts([f"delivered 2026-08-04, asked on 2026-08-16; {window}"])
+    assert line == f"{PREFIX} 2026-08-04 to 2026-08-16: {said}."
+
+
+def test_windows_are_distinct_smallest_first_and_at_most_three() -> None:
+    assert windows(["60 days, 14 days, 2 weeks, 30 days, 7 days"]) == [14, 30, 60]
+    line = date_facts(["2026-01-01 and 2026-01-20 and 2026-03-01, within 30 days or 45 days"])
+    assert line == (
+        f"{PREFIX} 2026-01-01 to 2026-01-20: 19 days (less than 30 days, less than 45 days); "
+        "2026-01-20 to 2026-03-01: 40 days (more than 30 days, less than 45 days); "
+        "2026-01-01 to 2026-03-01: 59 days (more than 30 days, more than 45 days)."
+    )
 
 
 def test_dates_are_collected_across_texts_in_order() -> None:

@@ -18,13 +18,13 @@ def test_each_option_gets_the_first_other_item_with_that_answer_and_never_the_it
         EvalItem(state="buy more seats", question=OTHER, gold="sales"),  # another question: never an example
     ]
     pool = ExamplePool(items)
-    assert pool.question_for(0).x_examples == [  # in option order
+    assert pool.question_for(items[0]).x_examples == [  # in option order
         SolvedExample(state="charged twice", answer="billing"),
         SolvedExample(state="it crashes", answer="tech"),
     ]
-    first = pool.question_for(2).x_examples
+    first = pool.question_for(items[2]).x_examples
     assert first is not None and first[0] == SolvedExample(state="refund me", answer="billing")
-    assert pool.question_for(3).x_examples is None  # no other item asks it
+    assert pool.question_for(items[3]).x_examples is None  # no other item asks it
 
 
 def test_answers_match_with_their_types_and_examples_an_item_carries_are_kept() -> None:
@@ -33,7 +33,16 @@ def test_answers_match_with_their_types_and_examples_an_item_carries_are_kept() 
         EvalItem(state="now", question=question, gold=True),
         EvalItem(state="whenever", question=question, gold=False),
     ]
-    assert ExamplePool(items).question_for(0).x_examples == [
+    assert ExamplePool(items).question_for(items[0]).x_examples == [
         SolvedExample(state="fire!", answer=True),
         SolvedExample(state="whenever", answer=False),
     ]
+
+
+def test_a_pool_that_holds_the_item_itself_never_shows_it() -> None:
+    items = [
+        EvalItem(state="refund me", question=TEAM, gold="billing"),
+        EvalItem(state="bug", question=TEAM, gold="tech"),
+    ]
+    pool = ExamplePool([*items, *items])  # a subset evaluated against the whole set it came from
+    assert pool.question_for(items[0]).x_examples == [SolvedExample(state="bug", answer="tech")]

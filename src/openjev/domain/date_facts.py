@@ -102,9 +102,34 @@ def find_dates(text: str) -> list[datetime.date]:
     return [d for d in found if d is not None]
 
 
-def _span(start: datetime.date, end: datetime.date) -> str:
+# A window the texts state in days or weeks ("within 21 days", "a 30-day window", "2 weeks"): each span
+# is compared with it, since comparing is the other step small models get wrong. Business or working
+# days are not calendar days, so they never match (the word must follow the number directly).
+_WINDOW = re.compile(r"(?<![\w.,])([0-9]{1,4})(?:[ -]|[^\S\r\n]calendar[ -])(day|week)s?(?!\w)")
+MAX_WINDOWS = 3
+MAX_WINDOW_DAYS = 3650
+
+
+def windows(texts: Sequence[str]) -> list[int]:
+    """The first `MAX_WINDOWS` distinct windows `texts` state, in days, smallest first."""
+    found: list[int] = []
+    for text in texts:
+        for match in _WINDOW.finditer(text.lower()):
+            days = int(match.group(1)) * (7 if match.group(2) == "week" else 1)
+            if 0 < days <= MAX_WINDOW_DAYS and days not in found and len(found) < MAX_WINDOWS:
+                found.append(days)
+    return sorted(found)
+
+
+def _days(count: int) -> str:
+    return f"{count} day{'' if count == 1 else 's'}"
+
+
+def _span(start: datetime.date, end: datetime.date, limits: Sequence[int] = ()) -> str:
     days = (end - start).days
-    return f"{start.isoformat()} to {end.isoformat()}: {days} day{'' if days == 1 else 's'}"
+    compared = [f"{'less than' if days < w else 'more than' if days > w else 'exactly'} {_days(w)}" for w in limits]
+    said = f" ({', '.join(compared)})" if compared else ""
+    return f"{start.isoformat()} to {end.isoformat()}: {_days(days)}{said}"
 
 
 def _first_distinct(texts: Sequence[str]) -> list[datetime.date]:
@@ -125,14 +150,16 @@ def date_facts(texts: Sequence[str]) -> str | None:
 
     The distinct dates (the first `MAX_DATES`) are sorted; the line gives the days between each
     consecutive pair and, for three or more, from the first to the last, always in ISO form so the model
-    sees the canonical date beside the source's spelling.
+    sees the canonical date beside the source's spelling. Each count is compared with the windows the
+    texts state (`windows`): "12 days (less than 21 days)".
     """
     if isinstance(texts, str):
         raise TypeError("date_facts takes a sequence of texts, not one string")
     ordered = sorted(_first_distinct(texts))
     if len(ordered) < 2:
         return None
-    spans = [_span(a, b) for a, b in itertools.pairwise(ordered)]
+    limits = windows(texts)
+    spans = [_span(a, b, limits) for a, b in itertools.pairwise(ordered)]
     if len(ordered) > 2:
-        spans.append(_span(ordered[0], ordered[-1]))
+        spans.append(_span(ordered[0], ordered[-1], limits))
     return f"{PREFIX} {'; '.join(spans)}."

@@ -48,6 +48,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="send each question with solved examples: for each option, another item of the file asking the same "
         "question with that answer (never the item itself)",
     )
+    parser.add_argument(
+        "--examples-from",
+        type=Path,
+        nargs="+",
+        default=[],
+        metavar="FILE.jsonl",
+        help="with --examples: also draw examples from these files' items (e.g. the whole set a subset came from)",
+    )
     parser.add_argument("--limit", type=positive_int, default=None, help="only the first N items of each file")
     parser.add_argument("--out", type=Path, default=None, help="also write the full report as JSON here (a new file)")
     parser.add_argument("--force", action="store_true", help="let --out replace an existing file (never an input)")
@@ -78,7 +86,8 @@ def main_from_args(args: argparse.Namespace) -> int:
         fit_temperature=args.fit_temperature,
         debias=args.debias,
         limit=args.limit,
-        examples=args.examples,
+        examples=args.examples or bool(args.examples_from),
+        examples_from=tuple(str(path) for path in args.examples_from),
     )
     collected = Collected()
     try:

@@ -48,6 +48,7 @@ class EvalOptions(msgspec.Struct, frozen=True, kw_only=True):
     debias: str | None = None  # sent as `x_debias` when set; the server's default otherwise
     limit: int | None = None  # only the first N items of each file
     examples: bool = False  # send solved examples drawn from the file's other items (quality/examples.py)
+    examples_from: tuple[str, ...] = ()  # more files whose items serve as examples
     timeout: float = 300.0
     progress: bool | None = None  # None: a bar when stderr is a terminal
 
@@ -183,7 +184,9 @@ async def evaluate_item(
 async def evaluate_file(path: Path, options: EvalOptions, collected: Collected | None = None) -> FileReport:
     every = load_items(path)
     items = every[: options.limit]
-    pool = ExamplePool(every) if options.examples else None
+    pool = None
+    if options.examples:
+        pool = ExamplePool([*every, *(item for extra in options.examples_from for item in load_items(Path(extra)))])
     progress = Progress(len(items), path.name, enabled=options.progress)
     gate = asyncio.Semaphore(options.concurrency)
     yes_no = bool(items) and all(item.question.kind == "yes_no" for item in items)
@@ -194,15 +197,15 @@ async def evaluate_file(path: Path, options: EvalOptions, collected: Collected |
     try:
         async with SystemOneClient(options.url, key=options.key, timeout=options.timeout) as client:
 
-            async def one(index: int, item: EvalItem) -> Outcome:
-                question = pool.question_for(index) if pool is not None else None
+            async def one(item: EvalItem) -> Outcome:
+                question = pool.question_for(item) if pool is not None else None
                 async with gate:
                     outcome = await evaluate_item(client, item, options, question)
                 finished.append(outcome)
                 progress.advance(failed=outcome.error is not None)
                 return outcome
 
-            outcomes = await asyncio.gather(*(one(i, item) for i, item in enumerate(items)))
+            outcomes = await asyncio.gather(*(one(item) for item in items))
             elapsed = time.perf_counter() - started
     finally:
         progress.close()
