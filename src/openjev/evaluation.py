@@ -128,7 +128,11 @@ class Evaluator:
         priors, missing = self._cached_priors(prepared.prior_plan)
         hits = len(priors)
         start = self._clock()
-        warm = await self._calls.warm(in_flight, list(prepared.plan.prefix_ids))
+        prefix, head = list(prepared.plan.prefix_ids), prepared.plan.head_tokens
+        # The worked examples' start first, on its own, so that a backend keeping prefixes continues
+        # from it: every request sending the same examples then computes them once.
+        warms = [await self._calls.warm(in_flight, prefix[:head])] if head else []
+        warms.append(await self._calls.warm(in_flight, prefix))
         warmed = self._clock()
         scores = await self._calls.score_all(in_flight, branch_requests(prepared, missing))
         done = self._clock()
@@ -138,7 +142,7 @@ class Evaluator:
             priors[PriorSlot(prior.branch.ask, prior.branch.order)] = score.logprobs
         return Outcome(
             results=results(prepared.decision, branches, branch_scores, priors, self._config),
-            work=_work(prepared, warm, scores, hits),
+            work=_work(prepared, warms, scores, hits),
             timings=Timings(prefill=warmed - start, branches=done - warmed),
         )
 
@@ -159,14 +163,15 @@ class Evaluator:
         return found, missing
 
 
-def _work(prepared: Prepared, warm: CallUsage, scores: list[LabelScores], prior_hits: int) -> Work:
-    """What the backend did: the warm-up and every scored call (branches and priors not cached)."""
+def _work(prepared: Prepared, warms: list[CallUsage], scores: list[LabelScores], prior_hits: int) -> Work:
+    """What the backend did: the warm-ups (the examples' start, the prefix) and every scored call."""
+    warm_cached = [w.cached_tokens for w in warms]
     return Work(
-        calls=len(scores) + 1,
-        input_tokens=warm.prompt_tokens + sum(s.usage.prompt_tokens for s in scores),
+        calls=len(scores) + len(warms),
+        input_tokens=sum(w.prompt_tokens for w in warms) + sum(s.usage.prompt_tokens for s in scores),
         prefix_tokens=len(prepared.plan.prefix_ids),
-        warm_prompt_tokens=warm.prompt_tokens,
-        warm_cached_tokens=warm.cached_tokens,
+        warm_prompt_tokens=sum(w.prompt_tokens for w in warms),
+        warm_cached_tokens=None if None in warm_cached else sum(c or 0 for c in warm_cached),
         branch_cached_tokens=_cached(scores),
         debias_calls=len(scores) - len(prepared.decision.asks),
         prior_hits=prior_hits,

@@ -36,6 +36,7 @@ async def test_limits_lists_every_admission_limit(client: Client) -> None:
         "max_concurrent_requests": 16,
         "max_concurrent_branches": 64,
         "request_timeout_seconds": 120.0,
+        "max_examples": 32,
     }
     assert body["scope"] == "per API process"
     assert body["contracts"]["decisions"] == {

@@ -55,7 +55,3 @@ async def test_a_wrong_example_answer_is_a_422_on_system_one_and_a_400_on_decisi
     reply = await client.post("/v1/decisions", json=wrong)
     assert reply.status_code == 400
     assert reply.json()["error"]["param"] == "questions[0].x_examples[1].answer"
-
-
-async def test_the_limits_route_reports_the_examples_cap(client: Client) -> None:
-    assert (await client.get("/v1/limits")).json()["limits"]["max_examples"] == 32

@@ -68,6 +68,19 @@ def test_examples_sit_in_the_shared_prefix_so_requests_sharing_them_share_it() -
     while first.prefix_ids[shared] == second.prefix_ids[shared]:
         shared += 1
     assert shared > len(bare.prefix_ids)  # the examples' turns, and more, are common to both requests
+    assert 0 < first.head_tokens == second.head_tokens <= shared  # the start warmed on its own
+    assert first.prefix_ids[: first.head_tokens] == second.prefix_ids[: second.head_tokens]
+    head = CODEC.decode(list(first.prefix_ids[: first.head_tokens]))
+    assert head.endswith("Answer: Software bugs<|im_end|>\n<|im_start|>user\n")  # up to the state's own text
+    assert bare.head_tokens == 0
     assert first.branches == bare.branches  # the question turn itself does not change
     text = prompt_text(Document("Charged twice"), [_choice(*examples)], LABELS)
     assert len(text.messages) == 5
+
+
+def test_the_head_keeps_a_transcripts_system_turn_first() -> None:
+    ask = _choice(Example(Document("Refund my order"), 0))
+    plan = build_plan(Conversation(messages=(SYSTEM, USER)), [ask], CODEC, LABELS)
+    head = CODEC.decode(list(plan.prefix_ids[: plan.head_tokens]))
+    assert head.startswith("<|im_start|>system\nYou are the support desk.<|im_end|>")
+    assert "Solved example." in head and "I was charged twice." not in head

@@ -35,6 +35,7 @@ def _plan(plan: PromptPlan | None, ids: list[str]) -> dict[str, Any] | None:
     if plan is None:
         return None
     return {
+        "head": plan.head_tokens,
         "prefix": list(plan.prefix_ids),
         "branches": [
             {

@@ -55,6 +55,27 @@ async def test_an_answer_does_not_depend_on_the_cache_or_on_other_calls(
     assert first.usage.cached_tokens == len(PREFIX)
 
 
+async def test_a_prefix_extending_a_warmed_one_continues_from_it_and_gets_the_same_bits_when_evicted(
+    engine_and_backend: tuple[FakeEngine, OpenVINOBackend],
+) -> None:
+    engine, backend = engine_and_backend
+    head, other = PREFIX[:25], [*PREFIX[:25], 90, 91, 92]  # two requests sharing worked examples
+    await backend.warm("h", head)
+    await backend.warm("p", PREFIX)
+    assert engine.evaluated == [(0, 25), (25, 15)]  # the examples once, then only the rest
+    engine.evaluated.clear()
+    await backend.warm("h2", head)
+    await backend.warm("q", other)
+    assert engine.evaluated == [(25, 3)]  # the second request pays for its own part only
+    first = await backend.score("a", [*PREFIX, 50, 51], LABELS)
+    evicting = backend_with(FakeEngine(), snapshot_bytes=1)  # keeps no snapshot: recomputes both
+    await evicting.start()
+    await evicting.warm("w1", head)
+    await evicting.warm("w2", PREFIX)
+    assert (await evicting.score("c", [*PREFIX, 50, 51], LABELS)).logprobs == first.logprobs
+    await evicting.close()
+
+
 async def test_a_prompt_never_warmed_is_evaluated_from_position_zero(
     engine_and_backend: tuple[FakeEngine, OpenVINOBackend],
 ) -> None:

@@ -292,3 +292,24 @@ def test_an_id_outside_the_models_vocabulary_is_refused_before_any_call() -> Non
     assert info.value.issues[0].loc == ("body", "state")
     assert backend.calls == []
     assert evaluator(_SmallVocabulary(question_top + 1)).prepare(request()).plan == plan  # all inside: served
+
+
+async def test_worked_examples_are_warmed_first_on_their_own_and_every_call_is_counted() -> None:
+    backend = FakeBackend()
+    await backend.start()
+    ev = evaluator(backend)
+    examples = {**QUESTIONS["dept"], "x_examples": [{"state": "Refund me", "answer": "billing"}]}
+    prepared = ev.prepare(request({"dept": examples, "refund": QUESTIONS["refund"]}))
+    result = await ev.evaluate(prepared)
+    prefix, head = prepared.plan.prefix_ids, prepared.plan.head_tokens
+    assert 0 < head < len(prefix)
+    assert [(c[0], c[2]) for c in backend.calls[:2]] == [("warm", prefix[:head]), ("warm", prefix)]
+    assert [c[0] for c in backend.calls[2:]] == ["score", "score"]
+    assert result.work.calls == 4
+    assert result.work.input_tokens == sum(len(c[2]) for c in backend.calls)
+    limit = Limits(max_total_input_tokens=result.work.input_tokens - 1)
+    with pytest.raises(InvalidRequest, match="input tokens"):  # the budget counts the extra warm-up too
+        Evaluator(backend=backend, codec=CODEC, labels=LABELS, limits=limit).prepare(prepared.decision)
+    assert Evaluator(
+        backend=backend, codec=CODEC, labels=LABELS, limits=Limits(max_total_input_tokens=result.work.input_tokens)
+    ).prepare(prepared.decision)

@@ -34,10 +34,16 @@ def messages_with_examples(
     turns = [turn for ask in asks for example in ask.examples for turn in example_turns(ask, example, facts)]
     if not turns:
         return list(messages)
+    lead = leading_system(messages)
+    return [*messages[:lead], *turns, *messages[lead:]]
+
+
+def leading_system(messages: Sequence[ChatMessage]) -> int:
+    """How many system turns the messages open with: the examples go after them."""
     lead = 0
     while lead < len(messages) and messages[lead].role == "system":
         lead += 1
-    return [*messages[:lead], *turns, *messages[lead:]]
+    return lead
 
 
 def example_turns(ask: Ask, example: Example, facts: Facts | None = None) -> tuple[ChatMessage, ChatMessage]:

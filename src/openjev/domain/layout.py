@@ -61,6 +61,9 @@ class PromptLayout(msgspec.Struct, frozen=True):
 
     prefix: tuple[Piece, ...]  # everything before the question content
     tail_text: str  # after it: end of turn, assistant opening, then `Answer:`
+    # Pieces of `prefix` that render the leading `head_messages` messages and the template text after
+    # them, up to the next caller string: a start that requests sharing those messages share.
+    head: int = 0
 
     @property
     def prefix_text(self) -> str:
@@ -74,6 +77,8 @@ class _Leaves:
         self.texts: list[str] = []
         self.required: list[bool] = []
         self.contents: list[int] = []  # the messages' contents: each must appear exactly once
+        self.owners: list[int] = []  # the message each string belongs to (the question: one past the last)
+        self.owner = 0
 
     def add(self, text: str, *, required: bool) -> str:
         """A marker for `text`; an empty string stays empty, since templates test emptiness (`if content`)."""
@@ -81,6 +86,7 @@ class _Leaves:
             return text
         self.texts.append(text)
         self.required.append(required)
+        self.owners.append(self.owner)
         return _marker(len(self.texts) - 1)
 
     def value(self, value: Any) -> Any:
@@ -93,7 +99,8 @@ class _Leaves:
             return [self.value(v) for v in value]
         return value  # numbers, booleans, null: they cannot spell a special token
 
-    def message(self, message: ChatMessage) -> ChatMessage:
+    def message(self, message: ChatMessage, index: int) -> ChatMessage:
+        self.owner = index
         content = self.add(message.content, required=True)
         if content:
             self.contents.append(len(self.texts) - 1)
@@ -112,14 +119,17 @@ class _Leaves:
         )
 
 
-def layout(codec: PromptCodec, messages: Sequence[ChatMessage], where: Loc = ()) -> PromptLayout:
+def layout(
+    codec: PromptCodec, messages: Sequence[ChatMessage], where: Loc = (), head_messages: int = 0
+) -> PromptLayout:
     """Render once with markers in place of every caller string, then cut the text at the markers.
 
     `where` locates the state in the caller's request, for the error a template's refusal becomes.
+    `head_messages`: the leading messages whose render (up to the next caller string) is `head`.
     """
-    split = _split(codec, messages, where)
+    split = _split(codec, messages, where, head_messages)
     if split is None:  # the template drops tool calls: fold them into the assistant's text
-        split = _split(codec, [fold_tool_calls(m) for m in messages], where)
+        split = _split(codec, [fold_tool_calls(m) for m in messages], where, head_messages)
         assert split is not None  # no tool call is left to drop
     return split
 
@@ -135,10 +145,13 @@ def fold_tool_calls(message: ChatMessage) -> ChatMessage:
     return ChatMessage(role=message.role, content="\n".join([message.content, *calls] if message.content else calls))
 
 
-def _split(codec: PromptCodec, messages: Sequence[ChatMessage], where: Loc) -> PromptLayout | None:
+def _split(
+    codec: PromptCodec, messages: Sequence[ChatMessage], where: Loc, head_messages: int = 0
+) -> PromptLayout | None:
     """The layout, or None when a tool call's name or arguments did not appear in the render."""
     leaves = _Leaves()
-    shaped = [leaves.message(m) for m in messages]
+    shaped = [leaves.message(m, i) for i, m in enumerate(messages)]
+    leaves.owner = len(messages)
     question = leaves.add(_QUESTION, required=True)
     try:
         rendered = codec.render([*shaped, ChatMessage(role="user", content=question)])
@@ -150,11 +163,14 @@ def _split(codec: PromptCodec, messages: Sequence[ChatMessage], where: Loc) -> P
     seen: Counter[int] = Counter()
     position = 0
     last = len(leaves.texts) - 1
+    head_pieces: int | None = None
     for found in _MARKER.finditer(rendered):
         index = int(found.group(2))
         seen[index] += 1
         head = rendered[position : found.start()]
         position = found.end()
+        if head_pieces is None and head_messages and leaves.owners[index] >= head_messages:
+            head_pieces = sum(1 for p in pieces if p.text) + (1 if head else 0)
         if index == last:
             pieces.append(Piece(text=head, literal=False))
             break
@@ -175,7 +191,8 @@ def _split(codec: PromptCodec, messages: Sequence[ChatMessage], where: Loc) -> P
         if any(m.tool_calls for m in messages):
             return None
         raise InvalidRequest.one(where, "the model's chat template dropped part of this conversation", "template_error")
-    return PromptLayout(prefix=tuple(p for p in pieces if p.text), tail_text=tail + ANSWER_OPENING)
+    prefix = tuple(p for p in pieces if p.text)
+    return PromptLayout(prefix=prefix, tail_text=tail + ANSWER_OPENING, head=head_pieces or 0)
 
 
 def escaped(text: str) -> str:

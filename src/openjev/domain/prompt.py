@@ -17,7 +17,7 @@ import msgspec
 from openjev.domain.date_facts import date_facts
 from openjev.domain.decision import Ask, Conversation, Loc, State
 from openjev.domain.errors import InvalidRequest, StartupError
-from openjev.domain.examples import messages_with_examples
+from openjev.domain.examples import leading_system, messages_with_examples
 from openjev.domain.kinds import CHOICE, rules
 from openjev.domain.labels import ANSWER_OPENING, LabelSet
 from openjev.domain.layout import Piece, encode_pieces, escaped, fold_tool_calls, layout
@@ -43,8 +43,12 @@ class Branch(msgspec.Struct, frozen=True):
 
 
 class PromptPlan(msgspec.Struct, frozen=True):
+    """`head_tokens`: the start of the prefix that requests sending the same worked examples share
+    (the leading system turns and the examples), warmed on its own first; 0 without examples."""
+
     prefix_ids: tuple[int, ...]
     branches: tuple[Branch, ...]
+    head_tokens: int = 0
 
     @property
     def sent_tokens(self) -> int:
@@ -79,6 +83,7 @@ class PromptText(msgspec.Struct, frozen=True):
     messages: tuple[ChatMessage, ...]
     questions: tuple[str, ...]  # `question_text` of each ask, options in the order given
     facts: str | None = None  # the date facts line of the state and the asks, when asked for and found
+    head_messages: int = 0  # the leading system turns and the worked examples' turns; 0 without examples
 
 
 def prompt_text(state: State, asks: Sequence[Ask], labels: LabelSet, *, dates: bool = False) -> PromptText:
@@ -90,7 +95,9 @@ def prompt_text(state: State, asks: Sequence[Ask], labels: LabelSet, *, dates: b
     messages = state_messages(state)
     questions = tuple(question_text(ask, labels) for ask in asks)
     found = date_facts([*(m.content for m in messages), *questions]) if dates else None
-    return PromptText(messages=tuple(messages_with_examples(messages, asks, facts)), questions=questions, facts=found)
+    shown = messages_with_examples(messages, asks, facts)
+    head = len(shown) - len(messages) + leading_system(messages) if len(shown) > len(messages) else 0
+    return PromptText(messages=tuple(shown), questions=questions, facts=found, head_messages=head)
 
 
 def build_plan(
@@ -112,8 +119,9 @@ def build_plan(
     `dates`: add date facts (when `text` is not given).
     """
     text = text if text is not None else prompt_text(state, asks, labels, dates=dates)
-    split = layout(codec, text.messages, where)
+    split = layout(codec, text.messages, where, text.head_messages)
     opening = Piece(text=question_opening(state_subject(state), text.facts), literal=True)
+    head_ids = encode_pieces(codec, split.prefix[: split.head])
     tail_ids = tuple(codec.encode_template(split.tail_text))
     branches = tuple(
         Branch(
@@ -128,7 +136,8 @@ def build_plan(
         for i, ask in enumerate(asks)
         for order in orders(ask)
     )
-    return PromptPlan(prefix_ids=tuple(encode_pieces(codec, (*split.prefix, opening))), branches=branches)
+    rest = encode_pieces(codec, (*split.prefix[split.head :], opening))
+    return PromptPlan(prefix_ids=(*head_ids, *rest), branches=branches, head_tokens=len(head_ids))
 
 
 def token_floors(text: PromptText, codec: PromptCodec) -> tuple[int, tuple[int, ...]]:

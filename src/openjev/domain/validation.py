@@ -64,8 +64,9 @@ def validate_tokens(
 ) -> None:
     """Per-branch context (prompt + the one answer token) and the decision's total token budget.
 
-    The budget counts what the backend is sent: the warm-up's prefix, then every call whole (each
-    ask in every option order, and every prior call, `priors`, whether or not its prior is cached).
+    The budget counts what the backend is sent: the warm-ups (the worked examples' start, the prefix),
+    then every call whole (each ask in every option order, and every prior call, `priors`, whether
+    or not its prior is cached).
     """
     prefix = len(plan.prefix_ids)
     issues = [
@@ -73,7 +74,7 @@ def validate_tokens(
         for branch in plan.branches
         if prefix + len(branch.suffix_ids) + 1 > branch_limit
     ]
-    total = prefix + plan.sent_tokens + (priors.sent_tokens if priors is not None else 0)
+    total = plan.head_tokens + prefix + plan.sent_tokens + (priors.sent_tokens if priors is not None else 0)
     if total > limits.max_total_input_tokens:
         issues.append(_total_issue(decision.root, total, limits, ""))
     if issues:

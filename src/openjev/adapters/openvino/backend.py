@@ -212,10 +212,23 @@ class OpenVINOBackend:
         return (*label_logprobs(logits, label_ids), cached)
 
     async def _prefill(self, call_id: str, key: Key, request: Any, token_ids: Sequence[int]) -> None:
-        """Evaluate a prefix from position 0 in its canonical pieces, and keep its KV cache."""
+        """Evaluate a prefix in its canonical pieces, and keep its KV cache.
+
+        A prefix that extends another warmed one (a request's prefix after its worked examples' start,
+        warmed first) continues from it, restored or recomputed the same way, so the split is the
+        same whatever the cache holds; any other starts from position 0.
+        """
         engine = self.engine
-        await self._step(call_id, key, lambda: engine.reset(request))
-        for at, end in pieces(0, len(token_ids)):
+        base = self._prefixes.longest(token_ids)
+        start = 0 if base is None else base[0]
+        snapshot = self._snapshots.get(base) if base is not None else None
+        if snapshot is not None:
+            await self._step(call_id, key, partial(engine.restore, request, snapshot))
+        elif base is not None:  # evicted since it was warmed: the same split, recomputed
+            await self._prefill(call_id, base, request, token_ids[:start])
+        else:
+            await self._step(call_id, key, lambda: engine.reset(request))
+        for at, end in pieces(start, len(token_ids)):
             await self._step(call_id, key, partial(engine.evaluate, request, token_ids[at:end], at))
         snapshot = await self._step(call_id, key, lambda: engine.snapshot(request, len(token_ids)))
         self._snapshots.put(key, snapshot)
