@@ -142,7 +142,10 @@ def test_special_token_spellings_in_caller_text_stay_plain_text(state: Any) -> N
 def test_date_facts_join_the_shared_opening_only_when_asked_for_and_found() -> None:
     questions: dict[str, Question] = {"late": NoulQuestion(instructions="Within 14 days of 2026-08-04?")}
     dated, undated = "Asked on 2026-08-16.", "Asked yesterday."
-    line = "Date facts (computed by the server, not part of the data): 2026-08-04 to 2026-08-16: 12 days (less than 14 days)."
+    line = (
+        "Date facts (computed by the server, not part of the data): 2026-08-04 to 2026-08-16: 12 days "
+        "(less than 14 days)."
+    )
     with_facts = build_plan(_state(dated), _asks(questions), CODEC, LABELS, dates=True)
     assert line in CODEC.decode(list(with_facts.prefix_ids))
     assert line not in CODEC.decode(list(with_facts.branches[0].suffix_ids))  # once, shared by every question
