@@ -298,7 +298,8 @@ async def test_worked_examples_are_warmed_first_on_their_own_and_every_call_is_c
     backend = FakeBackend()
     await backend.start()
     ev = evaluator(backend)
-    examples = {**QUESTIONS["dept"], "x_examples": [{"state": "Refund me", "answer": "billing"}]}
+    examples: dict[str, Any] = {"type": "choice", "criteria": {"billing": "Payments", "technical": "Bugs"}}
+    examples["x_examples"] = [{"state": "Refund me", "answer": "billing"}]
     prepared = ev.prepare(request({"dept": examples, "refund": QUESTIONS["refund"]}))
     result = await ev.evaluate(prepared)
     prefix, head = prepared.plan.prefix_ids, prepared.plan.head_tokens
