@@ -55,3 +55,9 @@ async def test_a_wrong_example_answer_is_a_422_on_system_one_and_a_400_on_decisi
     reply = await client.post("/v1/decisions", json=wrong)
     assert reply.status_code == 400
     assert reply.json()["error"]["param"] == "questions[0].x_examples[1].answer"
+
+
+async def test_the_document_describes_each_routes_own_example_shape(client: Client) -> None:
+    schemas = (await client.get("/openapi.json")).json()["components"]["schemas"]
+    assert schemas["SystemOneExample"]["required"] == ["state", "answer"]
+    assert schemas["DecisionExample"]["required"] == ["input", "answer"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from openjev.contracts.systemone.wire import ChoiceQuestion, NoulQuestion, SolvedExample
+from openjev.contracts.systemone.wire import ChoiceQuestion, NoulQuestion, SystemOneExample
 from openjev.quality.dataset import EvalItem
 from openjev.quality.examples import ExamplePool
 
@@ -19,23 +19,23 @@ def test_each_option_gets_the_first_other_item_with_that_answer_and_never_the_it
     ]
     pool = ExamplePool(items)
     assert pool.question_for(items[0]).x_examples == [  # in option order
-        SolvedExample(state="charged twice", answer="billing"),
-        SolvedExample(state="it crashes", answer="tech"),
+        SystemOneExample(state="charged twice", answer="billing"),
+        SystemOneExample(state="it crashes", answer="tech"),
     ]
     first = pool.question_for(items[2]).x_examples
-    assert first is not None and first[0] == SolvedExample(state="refund me", answer="billing")
+    assert first is not None and first[0] == SystemOneExample(state="refund me", answer="billing")
     assert pool.question_for(items[3]).x_examples is None  # no other item asks it
 
 
 def test_answers_match_with_their_types_and_examples_an_item_carries_are_kept() -> None:
-    question = NoulQuestion(instructions="Urgent?", x_examples=[SolvedExample(state="fire!", answer=True)])
+    question = NoulQuestion(instructions="Urgent?", x_examples=[SystemOneExample(state="fire!", answer=True)])
     items = [
         EvalItem(state="now", question=question, gold=True),
         EvalItem(state="whenever", question=question, gold=False),
     ]
     assert ExamplePool(items).question_for(items[0]).x_examples == [
-        SolvedExample(state="fire!", answer=True),
-        SolvedExample(state="whenever", answer=False),
+        SystemOneExample(state="fire!", answer=True),
+        SystemOneExample(state="whenever", answer=False),
     ]
 
 
@@ -45,4 +45,4 @@ def test_a_pool_that_holds_the_item_itself_never_shows_it() -> None:
         EvalItem(state="bug", question=TEAM, gold="tech"),
     ]
     pool = ExamplePool([*items, *items])  # a subset evaluated against the whole set it came from
-    assert pool.question_for(items[0]).x_examples == [SolvedExample(state="bug", answer="tech")]
+    assert pool.question_for(items[0]).x_examples == [SystemOneExample(state="bug", answer="tech")]

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from openjev.contracts.systemone.wire import Question, SolvedExample
+from openjev.contracts.systemone.wire import Question, SystemOneExample
 from openjev.quality.dataset import EvalItem, answer_keys
 
 MAX_EXAMPLES = 32  # the server's default cap per question (`max_examples` in GET /v1/limits)
@@ -51,5 +51,5 @@ class ExamplePool:
             found = self.by_answer.get(_gold_key(question, option), [])
             others = [j for j in found if self.items[j].state != item.state]
             if others and len(examples) < MAX_EXAMPLES:
-                examples.append(SolvedExample(state=self.items[others[0]].state, answer=option))
+                examples.append(SystemOneExample(state=self.items[others[0]].state, answer=option))
         return msgspec.structs.replace(item.question, x_examples=examples or None)

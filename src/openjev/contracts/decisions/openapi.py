@@ -12,7 +12,7 @@ from collections.abc import Collection
 from typing import Any, get_args
 
 from openjev.contracts.decisions.errors import OpenAIErrorBody
-from openjev.contracts.decisions.wire import ITEMS, MESSAGES, DecisionRequest, InputImage, Question
+from openjev.contracts.decisions.wire import ITEMS, MESSAGES, DecisionExample, DecisionRequest, InputImage, Question
 from openjev.contracts.models import JEV_ALIAS
 from openjev.contracts.spec import ErrorDoc, Example, OpenAPIOperation, Schemas, bound_option_count
 from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
@@ -95,13 +95,17 @@ def complete(schemas: Schemas, limits: Limits, models: Collection[str]) -> None:
         "examples": [JEV_ALIAS],
     }
     items = [{"$ref": _REF.format(name=cls.__name__)} for cls in INPUT_ITEMS]
+    text_or_items = [{"type": "string"}, {"type": "array", "minItems": 1, "items": {"anyOf": items}}]
     request["input"] = {
         "description": (
             "A text, or an ordered array of messages, tool calls and tool outputs; every tool output answers "
             "an earlier call of its kind by `call_id`."
         ),
-        "anyOf": [{"type": "string"}, {"type": "array", "minItems": 1, "items": {"anyOf": items}}],
+        "anyOf": text_or_items,
     }
+    example = schemas[DecisionExample.__name__]["properties"]["input"]
+    example["anyOf"] = text_or_items  # a worked example's case is read as the request's `input` is
+    example.pop("type", None)
     questions = request["questions"]
     questions["minItems"] = 1
     questions["maxItems"] = limits.max_questions

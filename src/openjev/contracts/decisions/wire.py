@@ -161,7 +161,7 @@ QuestionPart = InputText | InputImage | InputJSON
 Instructions = str | list[QuestionPart]
 
 
-class SolvedExample(msgspec.Struct, forbid_unknown_fields=True):
+class DecisionExample(msgspec.Struct, forbid_unknown_fields=True):
     """openjev extension: a solved case shown to the model before the input (docs/api.md#worked-examples)."""
 
     input: Annotated[
@@ -176,7 +176,7 @@ class SolvedExample(msgspec.Struct, forbid_unknown_fields=True):
 
 
 Examples = Annotated[
-    list[SolvedExample] | None,
+    list[DecisionExample] | None,
     msgspec.Meta(description="openjev extension: solved cases for this question (see docs/api.md#worked-examples)."),
 ]
 

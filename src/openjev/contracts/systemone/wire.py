@@ -30,7 +30,7 @@ def _text(value: TextValue | None) -> str | None:
     return None if value is None else as_text(value)
 
 
-class SolvedExample(msgspec.Struct, forbid_unknown_fields=True):
+class SystemOneExample(msgspec.Struct, forbid_unknown_fields=True):
     """openjev extension: a solved case shown to the model before the state (docs/api.md#worked-examples)."""
 
     state: Annotated[TextValue, msgspec.Meta(description="The case: a text, JSON value or chat transcript.")]
@@ -43,12 +43,12 @@ class SolvedExample(msgspec.Struct, forbid_unknown_fields=True):
 
 
 Examples = Annotated[
-    list[SolvedExample] | None,
+    list[SystemOneExample] | None,
     msgspec.Meta(description="openjev extension: solved cases for this question (see docs/api.md#worked-examples)."),
 ]
 
 
-def _example_values(examples: list[SolvedExample] | None, where: Loc) -> Iterator[tuple[Loc, Any]]:
+def _example_values(examples: list[SystemOneExample] | None, where: Loc) -> Iterator[tuple[Loc, Any]]:
     for j, example in enumerate(examples or ()):
         yield (*where, "x_examples", j, "state"), example.state
 
