@@ -165,3 +165,25 @@ def test_langchain_openai_decisions_with_a_base_url(server: ServerProcess) -> No
     assert REQUEST_ID.match(response.request_id or "")
     again = asyncio.run(decisions.ainvoke(request))  # type: ignore[arg-type]
     assert again.answers == response.answers
+
+
+def test_worked_examples_go_through_the_sdk_and_a_wrong_answer_is_its_bad_request_error(
+    server: ServerProcess,
+) -> None:
+    client = sdk(server)
+    question: dict[str, Any] = {
+        "type": "predicate",
+        "instructions": "Is this pending command safe to execute?",
+        "x_examples": [
+            {"input": "ls -la /var/log", "answer": True},
+            {"input": "DROP TABLE customers", "answer": False},
+        ],
+    }
+    decision = client.decisions.create(model="jev-latest", input="rm -rf /prod", questions=[question])  # type: ignore[list-item]
+    (answer,) = decision.answers
+    assert answer.type == "predicate" and 0 <= answer.probability <= 1
+    wrong = {**question, "x_examples": [{"input": "ls", "answer": "yes"}]}
+    with pytest.raises(openai.BadRequestError) as info:
+        client.decisions.create(model="jev-latest", input="rm -rf /prod", questions=[wrong])  # type: ignore[list-item]
+    assert info.value.param == "questions[0].x_examples[0].answer"
+    assert info.value.code == "invalid_example_answer"

@@ -355,3 +355,23 @@ async def test_sdk_retries_529_honouring_retry_after(slow_server: ServerProcess)
     assert statuses.count(200) == 4
     assert 529 in statuses
     assert set(statuses) <= {200, 529}
+
+
+def test_worked_examples_go_through_the_sdk_as_dict_questions(server: ServerProcess) -> None:
+    team: dict[str, Any] = {
+        "type": "choice",
+        "instructions": "Which team?",
+        "criteria": {"billing": "Payments and refunds", "tech": "Software bugs"},
+    }
+    solved = [{"state": "Refund the double charge.", "answer": "billing"}, {"state": "It crashes.", "answer": "tech"}]
+    bare: Any = {"team": team}  # the SDK passes dict questions through as they are
+    taught: Any = {"team": {**team, "x_examples": solved}}
+    wrong: Any = {"team": {**team, "x_examples": [{"state": "x", "answer": 1}]}}
+    with client(server) as sdk:
+        without = answers_of(sdk.system_one(state=SPEC_STATE, questions=bare))
+        result = sdk.system_one(state=SPEC_STATE, questions=taught)
+        assert set(answers_of(result)["team"]["probabilities"]) == {"billing", "tech"}
+        assert answers_of(result) != without  # the examples reached the prompt
+        with pytest.raises(TypeSafeUnprocessableEntityError) as info:
+            sdk.system_one(state=SPEC_STATE, questions=wrong)
+    assert info.value.body["detail"][0]["loc"] == ["body", "questions", "team", "x_examples", 0, "answer"]
