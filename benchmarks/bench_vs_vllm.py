@@ -54,6 +54,8 @@ from typing import Any, TypeVar
 
 from vllm_setup import BENCH_CACHE, ensure_venv, ensure_weights, venv_versions
 
+from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
+
 REPO = Path(__file__).resolve().parent.parent
 HELPER = Path(__file__).resolve().parent / "vllm_cpu_helper.py"
 PLAN = (("1 question", 1), ("3 questions (README)", 3), ("12 questions", 12))
@@ -61,19 +63,7 @@ VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_CPU_OMP_THREADS_BIND": "0-1"}
 T = TypeVar("T")
 VLLM_ARGS = ("--dtype", "bfloat16", "--max-model-len", "4096", "--logprobs-mode", "raw_logprobs")
 
-README_QUESTIONS: dict[str, Any] = {
-    "refund": {"type": "noul", "instructions": "Does the user request a refund?"},
-    "department": {
-        "type": "choice",
-        "instructions": "Which department should handle this?",
-        "criteria": {"billing": "Payments and refunds", "technical": "Software bugs"},
-    },
-    "urgency": {
-        "type": "score",
-        "instructions": "How urgent is the request?",
-        "criteria": ["Routine", "Urgent", "Emergency"],
-    },
-}
+README_QUESTIONS: dict[str, Any] = EXAMPLE_REQUEST["questions"]  # the README example's questions
 MORE_QUESTIONS: dict[str, Any] = {
     "bug": {"type": "noul", "instructions": "Does the customer report a software defect?"},
     "churn": {"type": "noul", "instructions": "Is the customer at risk of cancelling?"},
