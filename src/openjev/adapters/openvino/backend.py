@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from openjev.adapters.openvino.engine import PIECE, Engine, label_logprobs, pieces
+from openjev.adapters.openvino.engine import PIECE, Engine, Snapshot, label_logprobs, pieces
 from openjev.adapters.openvino.prefixes import Key, Prefixes, Snapshots, key_of
 from openjev.adapters.openvino.turns import FairTurns
 from openjev.domain.errors import BackendError, BackendUnavailable, StartupError, first_error
@@ -196,12 +196,7 @@ class OpenVINOBackend:
             return (*label_logprobs(logits, label_ids), cached)
 
         async def run(request: Any) -> np.ndarray:
-            if snapshot is not None:
-                await self._step(call_id, group, partial(engine.restore, request, snapshot))
-            elif prefix is not None:  # evicted since it was warmed: the same split, recomputed
-                await self._prefill(call_id, prefix, request, token_ids[:start])
-            else:
-                await self._step(call_id, group, partial(engine.reset, request))
+            await self._resume(call_id, group, request, prefix, snapshot, token_ids)
             logits = None
             for at, end in pieces(start, len(token_ids)):
                 logits = await self._step(call_id, group, partial(engine.evaluate, request, token_ids[at:end], at))
@@ -222,16 +217,33 @@ class OpenVINOBackend:
         base = self._prefixes.longest(token_ids)
         start = 0 if base is None else base[0]
         snapshot = self._snapshots.get(base) if base is not None else None
-        if snapshot is not None:
-            await self._step(call_id, key, partial(engine.restore, request, snapshot))
-        elif base is not None:  # evicted since it was warmed: the same split, recomputed
-            await self._prefill(call_id, base, request, token_ids[:start])
-        else:
-            await self._step(call_id, key, lambda: engine.reset(request))
+        await self._resume(call_id, key, request, base, snapshot, token_ids)
         for at, end in pieces(start, len(token_ids)):
             await self._step(call_id, key, partial(engine.evaluate, request, token_ids[at:end], at))
         snapshot = await self._step(call_id, key, lambda: engine.snapshot(request, len(token_ids)))
         self._snapshots.put(key, snapshot)
+
+    async def _resume(
+        self,
+        call_id: str,
+        group: Hashable,
+        request: Any,
+        base: Key | None,
+        snapshot: Snapshot | None,
+        token_ids: Sequence[int],
+    ) -> None:
+        """Put `request` at the end of `base`, a warmed prefix of `token_ids` (position 0 without one).
+
+        Its kept KV cache (`snapshot`) is restored; evicted since it was warmed, it is recomputed with
+        the same split, so the bits do not depend on what the cache holds.
+        """
+        engine = self.engine
+        if snapshot is not None:
+            await self._step(call_id, group, partial(engine.restore, request, snapshot))
+        elif base is not None:
+            await self._prefill(call_id, base, request, token_ids[: base[0]])
+        else:
+            await self._step(call_id, group, partial(engine.reset, request))
 
     async def _with_request(self, call_id: str, group: Hashable, work: Callable[[Any], Awaitable[T]]) -> T:
         """Run `work` (several steps) on an infer request of its own: its state waits there between steps."""
