@@ -21,6 +21,8 @@ SHOWN_KEYS = 10  # option names quoted in an error, at most
 
 def example_issues(ask: Ask, answers: Sequence[OptionKey], where: Loc, limits: Limits) -> list[Issue]:
     """Too many examples, or an answer that names no option of the ask (typed: `1` is not `true`)."""
+    if not answers:
+        return []
     issues: list[Issue] = []
     if len(answers) > limits.max_examples:
         message = f"expected at most {limits.max_examples} examples per question, got {len(answers)}"

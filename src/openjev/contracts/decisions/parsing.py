@@ -39,12 +39,22 @@ def parse(body: bytes, limits: Limits, accepted_models: Collection[str]) -> Pars
     if issues:
         raise InvalidRequest(issues)
     check_model(request.model, accepted_models)
-    issues = [issue for i, question in enumerate(request.questions) for issue in _example_issues(question, i, limits)]
+    state = state_of(request.input)
+    wheres: list[Loc] = [("questions", i) for i in range(len(request.questions))]
+    asks = [
+        question.ask(instructions_text(question.instructions, (*where, "instructions")), where)
+        for question, where in zip(request.questions, wheres, strict=True)
+    ]
+    issues = [
+        issue
+        for question, ask, where in zip(request.questions, asks, wheres, strict=True)
+        for issue in example_issues(ask, [e.answer for e in question.x_examples or ()], (*where, "x_examples"), limits)
+    ]
     if issues:
         raise InvalidRequest(issues)
     decision = Decision(
-        state=state_of(request.input),
-        asks=tuple(_ask(question, ("questions", i)) for i, question in enumerate(request.questions)),
+        state=state,
+        asks=tuple(_solved(q, ask, where) for q, ask, where in zip(request.questions, asks, wheres, strict=True)),
         policy=Policy(debias=request.x_debias, label_mass=request.x_label_mass, refusals=True),
         root=(),
         state_where=("input",),
@@ -52,23 +62,13 @@ def parse(body: bytes, limits: Limits, accepted_models: Collection[str]) -> Pars
     return Parsed(request=request, decision=decision)
 
 
-def _ask(question: Question, where: Loc) -> Ask:
-    ask = question.ask(instructions_text(question.instructions, (*where, "instructions")), where)
+def _solved(question: Question, ask: Ask, where: Loc) -> Ask:
+    """The ask with the question's worked examples, their answers checked."""
     if not question.x_examples:
         return ask
     examples = question.x_examples
     states = [state_of(example.input, (*where, "x_examples", j, "input")) for j, example in enumerate(examples)]
     return with_examples(ask, [(state, example.answer) for state, example in zip(states, examples, strict=True)])
-
-
-def _example_issues(question: Question, i: int, limits: Limits) -> list[Issue]:
-    """Checked once the instructions are known to be readable (an image part is refused where it is read)."""
-    if not question.x_examples:
-        return []
-    where: Loc = ("questions", i)
-    ask = question.ask(instructions_text(question.instructions, (*where, "instructions")), where)
-    answers = [example.answer for example in question.x_examples]
-    return example_issues(ask, answers, (*where, "x_examples"), limits)
 
 
 def decode_request(body: bytes) -> DecisionRequest:
