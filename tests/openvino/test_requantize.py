@@ -6,10 +6,12 @@ from pathlib import Path
 
 import gguf
 import numpy as np
+import pytest
 from gguf import GGMLQuantizationType as Q
 from gguf.quants import dequantize, quantize
 
-from openjev.adapters.openvino.requantize import q8_0_blocks, requantize
+from openjev.adapters.openvino import requantize as module
+from openjev.adapters.openvino.requantize import CHUNK, q8_0_blocks, requantize
 
 
 def test_q8_0_blocks_match_ggml_reference_rounding_bit_for_bit() -> None:
@@ -20,7 +22,15 @@ def test_q8_0_blocks_match_ggml_reference_rounding_bit_for_bit() -> None:
     assert np.array_equal(q8_0_blocks(weights), quantize(weights, Q.Q8_0))
 
 
-def test_requantize_converts_quantized_matrices_and_copies_the_rest(tmp_path: Path) -> None:
+def test_q8_0_blocks_are_the_same_across_chunk_boundaries() -> None:
+    weights = np.random.default_rng(2).normal(0, 0.05, (2 * CHUNK + 3, 32)).astype(np.float32)
+    assert np.array_equal(q8_0_blocks(weights), quantize(weights, Q.Q8_0))
+
+
+def test_requantize_converts_quantized_matrices_and_copies_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(module, "ROWS", 5)  # the 16-row matrix is converted in 4 parts
     rng = np.random.default_rng(1)
     matrix = rng.normal(0, 0.1, (16, 64)).astype(np.float32)
     norm = rng.normal(1, 0.1, 64).astype(np.float32)

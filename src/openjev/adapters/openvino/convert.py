@@ -1,6 +1,6 @@
 """The OpenVINO model of a GGUF: built once from the verified file, kept in the cache, checked at every start.
 
-Steps, in a child process so that their memory (about 3 GB at the peak) is returned to the system
+Steps, in a child process so that their memory (about 3.5 GB at the peak) is returned to the system
 before the server loads anything: the GGUF's k-quant matrices are rewritten as Q8_0
 (`requantize.py`); OpenVINO GenAI's GGUF reader turns that file into an OpenVINO model (its
 `enable_save_ov_model` writes the IR); the language-model head is then cut to the last position,

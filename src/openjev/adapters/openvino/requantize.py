@@ -25,19 +25,26 @@ from gguf.quants import dequantize
 
 KEPT = frozenset({Q.F32, Q.F16, Q.BF16, Q.Q8_0, Q.Q4_0})  # types OpenVINO reads as they are
 BLOCK = 32
+CHUNK = 8192  # blocks per pass of `q8_0_blocks` (1 MiB of float32)
+ROWS = 1024  # matrix rows dequantized at a time: the float32 copy of a whole matrix is never made
 
 
 def q8_0_blocks(weights: np.ndarray) -> np.ndarray:
     """Q8_0 bytes of float32 `weights` (last axis a multiple of 32): per block a float16 scale and 32 int8.
 
     The scale is max|w| / 127 and each weight rounds half away from zero, as ggml's reference does.
+    Blocks are done `CHUNK` at a time, so each pass over them stays in the CPU's cache.
     """
-    rows = weights.reshape(-1, BLOCK).astype(np.float32, copy=False)
-    scale = np.abs(rows).max(axis=1, keepdims=True) / 127
-    inverse = np.divide(1.0, scale, out=np.zeros_like(scale), where=scale != 0)
-    scaled = rows * inverse
-    quants = (np.sign(scaled) * np.floor(np.abs(scaled) + 0.5)).astype(np.int8)
-    packed = np.concatenate([scale.astype(np.float16).view(np.uint8), quants.view(np.uint8)], axis=1)
+    rows = weights.reshape(-1, BLOCK)
+    packed = np.empty((rows.shape[0], BLOCK + 2), dtype=np.uint8)
+    for at in range(0, rows.shape[0], CHUNK):
+        part = rows[at : at + CHUNK].astype(np.float32, copy=False)
+        scale = np.abs(part).max(axis=1, keepdims=True) / 127
+        inverse = np.divide(1.0, scale, out=np.zeros_like(scale), where=scale != 0)
+        scaled = part * inverse
+        scaled += np.copysign(np.float32(0.5), scaled)  # then truncation: half away from zero
+        packed[at : at + CHUNK, :2] = scale.astype(np.float16).view(np.uint8)
+        packed[at : at + CHUNK, 2:] = scaled.astype(np.int8).view(np.uint8)
     return packed.reshape(*weights.shape[:-1], weights.shape[-1] // BLOCK * 34)
 
 
@@ -63,7 +70,9 @@ def _converted(tensor: Any) -> tuple[np.ndarray, Q]:
     shape = [int(n) for n in reversed(tensor.shape.tolist())]
     if kind in KEPT or len(shape) < 2 or shape[-1] % BLOCK:
         return data, kind
-    return q8_0_blocks(dequantize(data, kind).reshape(shape)), Q.Q8_0
+    rows = data.reshape(-1, data.shape[-1])
+    parts = [q8_0_blocks(dequantize(rows[at : at + ROWS], kind)) for at in range(0, rows.shape[0], ROWS)]
+    return np.concatenate(parts).reshape(*shape[:-1], shape[-1] // BLOCK * 34), Q.Q8_0
 
 
 def _architecture(reader: gguf.GGUFReader) -> str:
