@@ -1,14 +1,23 @@
-"""The pure parts of the engine module: canonical pieces and label log-probabilities."""
+"""The pure parts of the engine module: compile settings, canonical pieces and label log-probabilities."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from openjev.adapters.openvino.engine import PIECE, label_logprobs, pieces
+from openjev.adapters.openvino.engine import PIECE, EngineConfig, compile_properties, label_logprobs, pieces
 from openjev.domain.errors import BackendError
+
+
+def test_int8_activations_pick_the_weights_block_size_as_the_quantization_group() -> None:
+    config = EngineConfig(model_xml=Path("model.xml"), threads=3, context=4096)
+    assert compile_properties(config)["DYNAMIC_QUANTIZATION_GROUP_SIZE"] == 32
+    assert compile_properties(config)["INFERENCE_NUM_THREADS"] == 3
+    off = EngineConfig(model_xml=Path("model.xml"), threads=3, context=4096, int8_activations=False)
+    assert compile_properties(off)["DYNAMIC_QUANTIZATION_GROUP_SIZE"] == 0
 
 
 def test_pieces_cover_the_range_in_steps_of_piece_tokens() -> None:

@@ -95,7 +95,13 @@ def _openvino_backend(settings: Settings, path: Path, packaged: PackagedModel | 
             verify(packaged, path)
         source_sha256 = packaged.sha256 if packaged is not None else sha256_of(path)
         model_xml = ensure_model(path, source_sha256, cache_dir)
-        return OpenVINOEngine.load(OpenVINOConfig(model_xml=model_xml, threads=threads, context=context))
+        config = OpenVINOConfig(
+            model_xml=model_xml,
+            threads=threads,
+            context=context,
+            int8_activations=settings.embedded.int8_activations,
+        )
+        return OpenVINOEngine.load(config)
 
     return OpenVINOBackend(load_engine, model=path.name, threads=threads, context=context)
 
