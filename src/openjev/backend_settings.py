@@ -26,7 +26,7 @@ KVCacheDtype = Literal["bf16", "bfloat16", "auto", "fp8_e4m3", "fp8_e5m2", "mxfp
 
 
 class EmbeddedSettings(msgspec.Struct, frozen=True, kw_only=True):
-    """The embedded llama.cpp backend (defaults sized for a 2-core machine)."""
+    """The embedded backend, on OpenVINO or llama.cpp (defaults sized for a 2-core machine)."""
 
     # The engine: OpenVINO for the Qwen2 models it was measured on, llama.cpp for the rest (`auto`).
     engine: Literal["auto", "openvino", "llama.cpp"] = "auto"
@@ -35,7 +35,7 @@ class EmbeddedSettings(msgspec.Struct, frozen=True, kw_only=True):
     parallel_slots: Positive = 4
     slot_context: Positive = 4096
     # OpenVINO only: quantize activations to int8 in groups of 32 for the matrix products (VNNI
-    # kernels). 1.3 to 2.8 times faster steps on the CPUs measured (docs/performance.md); still
+    # kernels). 1.0 to 2.8 times faster steps on the two CPUs measured (docs/performance.md); still
     # deterministic; label probabilities move by a few hundredths.
     int8_activations: bool = True
 

@@ -12,7 +12,7 @@ requests' calls run between them (backend.py).
 
 Precision: weights are int8 (Q8_0). By default the matrix products also quantize their activations
 to int8, in groups of 32 like the weights' blocks, and run on the CPU's int8 (VNNI) kernels: steps
-1.3 to 2.8 times faster than bf16 products on the CPUs measured, still bit-identical from run to
+1.0 to 2.8 times faster than bf16 products on the CPUs measured, still bit-identical from run to
 run, label probabilities a few hundredths from the bf16 ones (docs/performance.md). With
 `int8_activations` off they run in bf16 where the CPU has it (AVX-512 BF16, AMX) and f32 elsewhere,
 within about 0.01 of llama.cpp's probabilities on the packaged model.
