@@ -34,9 +34,8 @@ class EmbeddedSettings(msgspec.Struct, frozen=True, kw_only=True):
     threads: Positive | None = None  # default: the number of CPUs.
     parallel_slots: Positive = 4
     slot_context: Positive = 4096
-    # OpenVINO only: quantize activations to int8 in groups of 32 for the matrix products (VNNI
-    # kernels). 1.0 to 2.8 times faster steps on the two CPUs measured (docs/performance.md); still
-    # deterministic; label probabilities move by a few hundredths.
+    # OpenVINO only: the matrix products quantize their activations to int8 (the trade and its
+    # figures: adapters/openvino/engine.py and docs/performance.md).
     int8_activations: bool = True
 
     def resolved_cache_dir(self) -> Path:
