@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from openjev.adapters.embedded.gguf_codec import GGUFCodec, build_tokenizer
-from openjev.adapters.embedded.model import read_gguf_metadata, smollm2_path
+from openjev.adapters.embedded.gguf_file import read_gguf_metadata
+from openjev.adapters.embedded.model import smollm2_path
 from openjev.domain.errors import StartupError
 from openjev.domain.ports import ChatMessage
 from tests.adapters.test_token_floor import texts as floor_texts

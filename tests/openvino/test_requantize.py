@@ -10,7 +10,6 @@ import pytest
 from gguf import GGMLQuantizationType as Q
 from gguf.quants import dequantize, quantize
 
-from openjev.adapters.openvino import requantize as module
 from openjev.adapters.openvino.requantize import CHUNK, q8_0_blocks, requantize
 
 
@@ -27,10 +26,8 @@ def test_q8_0_blocks_are_the_same_across_chunk_boundaries() -> None:
     assert np.array_equal(q8_0_blocks(weights), quantize(weights, Q.Q8_0))
 
 
-def test_requantize_converts_quantized_matrices_and_copies_the_rest(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(module, "ROWS", 5)  # the 16-row matrix is converted in 4 parts
+@pytest.mark.parametrize("workers", [1, 2])  # in this process, and in two worker processes
+def test_requantize_converts_quantized_matrices_and_copies_the_rest(tmp_path: Path, workers: int) -> None:
     rng = np.random.default_rng(1)
     matrix = rng.normal(0, 0.1, (16, 64)).astype(np.float32)
     norm = rng.normal(1, 0.1, 64).astype(np.float32)
@@ -47,7 +44,7 @@ def test_requantize_converts_quantized_matrices_and_copies_the_rest(
     writer.write_tensors_to_file()
     writer.close()
 
-    requantize(source, tmp_path / "out.gguf")
+    requantize(source, tmp_path / "out.gguf", workers=workers, rows=5)  # the 16 rows in 4 parts
 
     out = gguf.GGUFReader(tmp_path / "out.gguf")
     tensors = {t.name: t for t in out.tensors}

@@ -94,7 +94,7 @@ def _openvino_backend(settings: Settings, path: Path, packaged: PackagedModel | 
         if packaged is not None:
             verify(packaged, path)
         source_sha256 = packaged.sha256 if packaged is not None else sha256_of(path)
-        model_xml = ensure_model(path, source_sha256, cache_dir)
+        model_xml = ensure_model(path, source_sha256, cache_dir, workers=threads)
         config = OpenVINOConfig(
             model_xml=model_xml,
             threads=threads,

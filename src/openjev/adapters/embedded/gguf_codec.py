@@ -18,7 +18,7 @@ from typing import Any
 import gguf
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
-from openjev.adapters.embedded.model import read_gguf_metadata
+from openjev.adapters.embedded.gguf_file import read_gguf_metadata
 from openjev.adapters.hf_codec import HFCodec
 from openjev.domain.errors import StartupError
 

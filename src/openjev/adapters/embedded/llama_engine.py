@@ -31,7 +31,7 @@ from typing import Any, Protocol
 import gguf
 import xllamacpp  # type: ignore[import-untyped]
 
-from openjev.adapters.embedded.model import read_gguf_metadata
+from openjev.adapters.embedded.gguf_file import read_gguf_metadata
 from openjev.domain.errors import BackendUnavailable, StartupError
 from openjev.logs import get_logger
 

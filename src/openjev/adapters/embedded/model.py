@@ -7,17 +7,13 @@ imports the `llm` CLI, which openjev deliberately does not install). OPENJEV_MOD
 path of any GGUF chat model, or a GGUF repository on the Hugging Face Hub (`hf:owner/repo:quant`,
 downloaded once: see `hub`).
 
-GGUF metadata is read by a small reader built on the `gguf` package's constants instead of
-`gguf.GGUFReader`: the reader materialises every vocabulary entry as numpy views and takes about
-two seconds on a 49k-token vocabulary, while this one takes a few tens of milliseconds and can skip
-the arrays entirely when only the model's name is needed (at build time, which must stay cheap).
+GGUF metadata is read by `gguf_file`, which skips the vocabulary when only the model's name is
+needed (at build time, which must stay cheap).
 """
 
 from __future__ import annotations
 
-import mmap
 import re
-import struct
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,6 +21,7 @@ from typing import Any
 import gguf
 import msgspec
 
+from openjev.adapters.embedded.gguf_file import read_gguf_metadata
 from openjev.adapters.embedded.hub import parse_reference, resolve_hub_model
 from openjev.adapters.embedded.packaged_models import (
     DEFAULT_MODEL,
@@ -36,19 +33,6 @@ from openjev.adapters.embedded.packaged_models import (
 )
 from openjev.domain.errors import StartupError
 
-_SCALAR_FORMATS: dict[gguf.GGUFValueType, str] = {
-    gguf.GGUFValueType.UINT8: "<B",
-    gguf.GGUFValueType.INT8: "<b",
-    gguf.GGUFValueType.UINT16: "<H",
-    gguf.GGUFValueType.INT16: "<h",
-    gguf.GGUFValueType.UINT32: "<I",
-    gguf.GGUFValueType.INT32: "<i",
-    gguf.GGUFValueType.FLOAT32: "<f",
-    gguf.GGUFValueType.BOOL: "<?",
-    gguf.GGUFValueType.UINT64: "<Q",
-    gguf.GGUFValueType.INT64: "<q",
-    gguf.GGUFValueType.FLOAT64: "<d",
-}
 # A file-name suffix naming the quantization, e.g. ".Q4_1", "-q8_0", "-IQ4_XS", "-F16", "-BF16".
 _QUANT_SUFFIX = re.compile(r"[.\-_](?:I?Q\d\w*|B?F16|F32|FP16|FP32|MXFP4\w*)$", re.IGNORECASE)
 
@@ -98,68 +82,6 @@ def resolve_model_path(
             "hf:OWNER/REPO[:QUANT] (bare Hugging Face ids are for OPENJEV_BACKEND=sglang)"
         )
     return path, None
-
-
-def read_gguf_metadata(path: str | Path, *, arrays: bool = True) -> dict[str, Any]:
-    """Every key/value pair of a GGUF header (little-endian GGUF v2 or v3).
-
-    With `arrays=False`, array values are skipped and replaced by their length, so reading the
-    name of a model never decodes its vocabulary.
-    """
-    try:
-        with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            return _parse_header(data, arrays=arrays)
-    except (OSError, ValueError, struct.error, UnicodeDecodeError) as exc:
-        raise StartupError(f"cannot read the GGUF metadata of {path}: {exc}") from None
-
-
-def _parse_header(data: mmap.mmap, *, arrays: bool) -> dict[str, Any]:
-    if len(data) < 24 or struct.unpack_from("<I", data, 0)[0] != gguf.GGUF_MAGIC:
-        raise ValueError("not a GGUF file (bad magic number)")
-    version = struct.unpack_from("<I", data, 4)[0]
-    if version not in (2, 3):
-        raise ValueError(f"unsupported GGUF version {version} (big-endian or too old)")
-    kv_count = struct.unpack_from("<Q", data, 16)[0]
-    offset = 24
-    values: dict[str, Any] = {}
-    for _ in range(kv_count):
-        key, offset = _read_string(data, offset)
-        value_type = gguf.GGUFValueType(struct.unpack_from("<I", data, offset)[0])
-        values[key], offset = _read_value(data, offset + 4, value_type, arrays=arrays)
-    return values
-
-
-def _read_string(data: mmap.mmap, offset: int) -> tuple[str, int]:
-    length = struct.unpack_from("<Q", data, offset)[0]
-    start = offset + 8
-    return data[start : start + length].decode("utf-8"), start + length
-
-
-def _read_value(data: mmap.mmap, offset: int, value_type: gguf.GGUFValueType, *, arrays: bool) -> tuple[Any, int]:
-    if value_type == gguf.GGUFValueType.STRING:
-        return _read_string(data, offset)
-    if value_type != gguf.GGUFValueType.ARRAY:
-        fmt = _SCALAR_FORMATS[value_type]
-        return struct.unpack_from(fmt, data, offset)[0], offset + struct.calcsize(fmt)
-    item_type = gguf.GGUFValueType(struct.unpack_from("<I", data, offset)[0])
-    count = struct.unpack_from("<Q", data, offset + 4)[0]
-    offset += 12
-    if item_type in _SCALAR_FORMATS:
-        fmt = _SCALAR_FORMATS[item_type]
-        size = struct.calcsize(fmt)
-        end = offset + size * count
-        if not arrays:
-            return count, end
-        return [item for (item,) in struct.iter_unpack(fmt, data[offset:end])], end
-    if item_type == gguf.GGUFValueType.STRING and not arrays:
-        for _ in range(count):
-            offset += 8 + struct.unpack_from("<Q", data, offset)[0]
-        return count, offset
-    items: list[Any] = []
-    for _ in range(count):
-        item, offset = _read_value(data, offset, item_type, arrays=arrays)
-        items.append(item)
-    return (items if arrays else count), offset
 
 
 def public_model_name(path: Path, metadata: Mapping[str, Any]) -> str:

@@ -85,12 +85,16 @@ class OpenVINOEngine:
 
     @classmethod
     def load(cls, config: EngineConfig) -> OpenVINOEngine:
-        """Read and compile the IR (seconds)."""
+        """Read the IR, cut its head to the last position, compile it (seconds)."""
+        from openjev.adapters.openvino.graph import last_position_only
+
         started = time.perf_counter()
         core = _openvino().Core()
         try:
-            compiled = core.compile_model(core.read_model(config.model_xml), "CPU", compile_properties(config))
-        except RuntimeError as exc:
+            model = core.read_model(config.model_xml)
+            last_position_only(model)
+            compiled = core.compile_model(model, "CPU", compile_properties(config))
+        except (RuntimeError, ValueError) as exc:
             raise StartupError(f"OpenVINO could not compile {config.model_xml}: {exc}") from None
         vocab = int(compiled.output("logits").get_partial_shape()[-1].get_length())
         precision = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()

@@ -1,4 +1,4 @@
-"""Edits of the OpenVINO model graph made once, when the model is built (convert.py)."""
+"""Edits of the OpenVINO model graph, made each time the engine loads the model (milliseconds)."""
 
 from __future__ import annotations
 

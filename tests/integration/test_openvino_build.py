@@ -1,0 +1,36 @@
+"""Building the OpenVINO model of a GGUF from nothing (SmolLM2-135M, seconds): the Q8_0 rewrite in
+worker processes, GenAI's reader stopped right after it saved the model, the manifest; the engine
+then loads it with its head cut to the last position, and a second start reuses it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from openjev.adapters.embedded.model import smollm2_path
+from openjev.adapters.openvino.convert import MANIFEST, MODEL_BIN, MODEL_XML, ensure_model, sha256_of, verify
+from openjev.adapters.openvino.engine import EngineConfig, OpenVINOEngine
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_gguf_is_built_once_into_a_checked_model_the_engine_loads(tmp_path: Path) -> None:
+    source = smollm2_path()
+    source_sha256 = sha256_of(source)
+    model_xml = ensure_model(source, source_sha256, tmp_path, workers=2)
+    folder = model_xml.parent
+    assert sorted(path.name for path in folder.iterdir()) == sorted([MANIFEST, MODEL_BIN, MODEL_XML])
+    assert [path.name for path in tmp_path.iterdir()] == [folder.name]  # no staging folder left behind
+    assert verify(folder).source_sha256 == source_sha256
+
+    engine = OpenVINOEngine.load(EngineConfig(model_xml, threads=2, context=512))
+    request = engine.new_request()
+    logits = engine.evaluate(request, [1, 28, 339, 2], 0)
+    assert engine.vocab_size == 49152 and logits.shape == (49152,) and np.isfinite(logits).all()
+    assert request.get_tensor("logits").data.shape == (1, 1, 49152)  # one position's logits, not four
+
+    built = (folder / MODEL_BIN).stat().st_mtime_ns
+    assert ensure_model(source, source_sha256, tmp_path, workers=2) == model_xml
+    assert (folder / MODEL_BIN).stat().st_mtime_ns == built
