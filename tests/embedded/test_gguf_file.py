@@ -111,3 +111,14 @@ def test_a_written_header_keeps_the_records_it_is_given_and_places_new_tensors(t
     assert written.fields["general.basename"].contents() == "tiny-model"
     assert np.array_equal(written.tensors[0].data, np.arange(3, dtype=np.float32))
     assert np.array_equal(np.asarray(written.tensors[1].data).tobytes(), contents[1])
+
+
+def test_an_alignment_that_is_not_a_multiple_of_8_is_a_startup_error(tmp_path: Path) -> None:
+    path = tmp_path / "odd.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_uint32(gguf.Keys.General.ALIGNMENT, 12)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    with pytest.raises(StartupError, match=r"general\.alignment is 12, not a positive multiple of 8"):
+        read_layout(path)

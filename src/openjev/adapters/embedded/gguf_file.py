@@ -82,6 +82,8 @@ def read_layout(path: str | Path) -> Layout:
             records[key] = data[start:offset]
             if key == gguf.Keys.General.ALIGNMENT:
                 alignment = int(value)
+                if alignment <= 0 or alignment % 8:
+                    raise ValueError(f"general.alignment is {alignment}, not a positive multiple of 8")
         tensors = []
         for _ in range(tensor_count):
             name, offset = _read_string(data, offset)
