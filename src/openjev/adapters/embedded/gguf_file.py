@@ -13,7 +13,7 @@ import mmap
 import struct
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -102,7 +102,7 @@ def write_header(handle: BinaryIO, layout: Layout, tensors: Sequence[TensorInfo]
     placed: list[TensorInfo] = []
     at = 0
     for tensor in tensors:
-        placed.append(TensorInfo(tensor.name, tensor.shape, tensor.kind, at))
+        placed.append(replace(tensor, offset=at))
         at = _aligned(at + tensor.nbytes, layout.alignment)
     handle.write(_HEADER.pack(gguf.GGUF_MAGIC, layout.version, len(placed), len(layout.records)))
     for record in layout.records.values():

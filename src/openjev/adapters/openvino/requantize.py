@@ -62,7 +62,7 @@ def requantize(source: Path, target: Path, *, workers: int = 1, rows: int = ROWS
         data_start = handle.tell()
         handle.truncate(data_start + max((t.offset + t.nbytes for t in placed), default=0))
     jobs = [
-        _Job(source, layout.data_start + old.offset, old, target, data_start + new.offset, new.kind, rows)
+        _Job(source, layout.data_start + old.offset, old, target, data_start + new.offset, new, rows)
         for old, new in zip(layout.tensors, placed, strict=True)
     ]
     jobs.sort(key=lambda job: -job.tensor.nbytes)  # the largest first: the workers finish together
@@ -81,7 +81,7 @@ class _Job:
     tensor: TensorInfo
     target: Path
     target_offset: int
-    kind: Q  # the tensor's type in `target`
+    written: TensorInfo  # the tensor as `target` holds it
     rows: int
 
 
@@ -94,10 +94,9 @@ def _rewritten(tensor: TensorInfo) -> TensorInfo:
 
 def _convert(job: _Job) -> None:
     """Read one tensor from the source and write it, converted or not, to its place in the target."""
-    written = replace(job.tensor, kind=job.kind)
     source = np.memmap(job.source, np.uint8, "r", offset=job.source_offset, shape=(job.tensor.nbytes,))
-    target = np.memmap(job.target, np.uint8, "r+", offset=job.target_offset, shape=(written.nbytes,))
-    if job.kind == job.tensor.kind:
+    target = np.memmap(job.target, np.uint8, "r+", offset=job.target_offset, shape=(job.written.nbytes,))
+    if job.written.kind == job.tensor.kind:
         target[:] = source
     else:
         count = math.prod(job.tensor.shape[1:])
