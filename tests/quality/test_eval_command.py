@@ -93,6 +93,14 @@ def test_the_report_matches_the_answers_the_server_gives(server: str, tmp_path: 
         back = {**item["question"], "criteria": dict(reversed(list(TOPICS.items())))}
         flipped.append(ask(server, {**item, "question": back})["answers"]["q"]["choice"] == answer["choice"])
     assert reversed_["stable"] == pytest.approx(sum(flipped) / 8)
+    by_item = report["answers"]
+    assert [(a["index"], a["id"], a["gold"]) for a in by_item] == [(i, t["id"], t["gold"]) for i, t in enumerate(ITEMS)]
+    for got, answer, same in zip(by_item[:8], answers[:8], flipped, strict=True):
+        assert got["answer"] == answer["choice"] and got["probabilities"] == pytest.approx(answer["probabilities"])
+        assert (got["reversed_answer"] == got["answer"]) == same
+    for got, answer in zip(by_item[8:], answers[8:], strict=True):
+        assert got["probabilities"] == pytest.approx({"true": answer["noul"], "false": 1 - answer["noul"]})
+        assert got["answer"] == ("true" if answer["noul"] >= 0.5 else "false") and "reversed_answer" not in got
     fit = report["temperature"]
     assert fit["temperature"] > 0 and fit["nll_after"] <= fit["nll_before"] + 1e-12
     assert "accuracy" in done.stdout and "reliability" in done.stdout and "fitted temperature" in done.stdout
@@ -133,9 +141,13 @@ def test_the_debias_flag_reaches_the_server(server: str, tmp_path: Path) -> None
 def test_failures_are_counted_and_make_the_exit_code_1(server: str, tmp_path: Path) -> None:
     bad = {**ITEMS[0], "question": {"type": "choice", "criteria": {f"o{i}": None for i in range(70)}}, "gold": "o1"}
     data = write_items(tmp_path / "set.jsonl", [ITEMS[0], bad])
-    done = run_eval(str(data), "--url", server)
+    out = tmp_path / "report.json"
+    done = run_eval(str(data), "--url", server, "--out", str(out))
     assert done.returncode == 1
     assert "1 failed" in done.stdout and "HTTP 422" in done.stdout
+    ok, failed = json.loads(out.read_text())["files"][0]["answers"]
+    assert "error" not in ok and ok["answer"] in TOPICS
+    assert failed["index"] == 1 and "HTTP 422" in failed["error"] and "answer" not in failed
 
 
 def test_a_bad_file_names_its_line(tmp_path: Path) -> None:

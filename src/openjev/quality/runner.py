@@ -54,12 +54,30 @@ class EvalOptions(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Outcome(msgspec.Struct):
+    item: EvalItem
+    index: int  # the item's place among its file's items
     examples: int = 0
     prediction: Prediction | None = None
     reversed: Prediction | None = None
     latency: float | None = None
     input_tokens: int | None = None
     calls: int | None = None
+    error: str | None = None
+
+
+class ItemAnswer(msgspec.Struct, omit_defaults=True):
+    """One item's answer, for finding which items a figure is made of (`--out` only).
+
+    `answer` and `reversed_answer` are answer names as the server reports them (an option, `true` or
+    `false`, a level's index); `probabilities` by answer name; `error` when the item failed.
+    """
+
+    index: int
+    gold: str | bool | int
+    id: str | None = None
+    answer: str | None = None
+    probabilities: dict[str, float] | None = None
+    reversed_answer: str | None = None
     error: str | None = None
 
 
@@ -108,6 +126,7 @@ class FileReport(msgspec.Struct):
     temperature: TemperatureReport | None = None
     yes_no: YesNoReport | None = None  # when every question of the file is a yes/no question
     unsent: int = 0  # items without an outcome because the run was interrupted (not in `items`)
+    answers: list[ItemAnswer] = []  # every item with an outcome, in file order
 
 
 class EvalReport(msgspec.Struct):
@@ -154,7 +173,7 @@ def prediction_from(answer: Any, names: Sequence[str], gold: int) -> Prediction:
 
 
 async def evaluate_item(
-    client: SystemOneClient, item: EvalItem, options: EvalOptions, question: Question | None = None
+    client: SystemOneClient, item: EvalItem, options: EvalOptions, question: Question | None = None, index: int = 0
 ) -> Outcome:
     """`question`: the item's question as sent (with examples), when it is not the item's own."""
     names = answer_names(item.question)
@@ -163,8 +182,10 @@ async def evaluate_item(
     try:
         reply = await client.decide(request_for(item, question, options))
         if not reply.ok:
-            return Outcome(error=reply.error(), latency=reply.latency)
+            return Outcome(item=item, index=index, error=reply.error(), latency=reply.latency)
         outcome = Outcome(
+            item=item,
+            index=index,
             examples=len(question.x_examples or ()),
             prediction=prediction_from(reply.body["answers"][QUESTION_ID], names, gold),
             latency=reply.latency,
@@ -174,11 +195,23 @@ async def evaluate_item(
         if options.reverse and isinstance(question, ChoiceQuestion):
             back: Reply = await client.decide(request_for(item, reversed_question(question), options))
             if not back.ok:
-                return Outcome(error=f"reversed: {back.error()}", latency=reply.latency)
+                return Outcome(item=item, index=index, error=f"reversed: {back.error()}", latency=reply.latency)
             outcome.reversed = prediction_from(back.body["answers"][QUESTION_ID], names, gold)
         return outcome
     except (aiohttp.ClientError, TimeoutError, KeyError, TypeError, ValueError) as exc:
-        return Outcome(error=f"{type(exc).__name__}: {exc}")
+        return Outcome(item=item, index=index, error=f"{type(exc).__name__}: {exc}")
+
+
+def item_answer(outcome: Outcome) -> ItemAnswer:
+    item = outcome.item
+    names = answer_names(item.question)
+    answer = ItemAnswer(index=outcome.index, gold=item.gold, id=item.id, error=outcome.error)
+    if outcome.prediction is not None:
+        answer.answer = names[outcome.prediction.top]
+        answer.probabilities = dict(zip(names, outcome.prediction.probabilities, strict=True))
+    if outcome.reversed is not None:
+        answer.reversed_answer = names[outcome.reversed.top]
+    return answer
 
 
 async def evaluate_file(path: Path, options: EvalOptions, collected: Collected | None = None) -> FileReport:
@@ -197,15 +230,15 @@ async def evaluate_file(path: Path, options: EvalOptions, collected: Collected |
     try:
         async with SystemOneClient(options.url, key=options.key, timeout=options.timeout) as client:
 
-            async def one(item: EvalItem) -> Outcome:
+            async def one(index: int, item: EvalItem) -> Outcome:
                 question = pool.question_for(item) if pool is not None else None
                 async with gate:
-                    outcome = await evaluate_item(client, item, options, question)
+                    outcome = await evaluate_item(client, item, options, question, index)
                 finished.append(outcome)
                 progress.advance(failed=outcome.error is not None)
                 return outcome
 
-            outcomes = await asyncio.gather(*(one(item) for item in items))
+            outcomes = await asyncio.gather(*(one(index, item) for index, item in enumerate(items)))
             elapsed = time.perf_counter() - started
     finally:
         progress.close()
@@ -238,6 +271,7 @@ def summarize(
         calls_per_item=mean([o.calls for o in answered if o.calls is not None]),
         debias=options.debias,
         examples_per_item=mean([float(o.examples) for o in answered]),
+        answers=sorted(map(item_answer, outcomes), key=lambda a: a.index),
     )
     pairs = [(o.prediction, o.reversed) for o in answered if o.prediction is not None and o.reversed is not None]
     if pairs:
