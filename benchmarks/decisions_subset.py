@@ -1,6 +1,6 @@
 """Write the fixed stratified samples of the realistic-decision dev set that every comparison uses.
 
-Run: `uv run python benchmarks/decisions_subset.py OUT_DIR [tune|check|check2]` (writes one file per
+Run: `uv run python benchmarks/decisions_subset.py OUT_DIR [tune|check|check2|shared]` (writes one file per
 kind into OUT_DIR), then `uv run openjev eval OUT_DIR/*.jsonl --reverse`.
 
 Why samples: on 2 cores the default model takes seconds per item and `--reverse` doubles it, so the
@@ -16,6 +16,10 @@ length and item order, never at answers:
 - `check2` (36 items, the kinds with written rules and the tickets): every 4th return request from
   the 3rd, every moderation post, every other ticket from the 2nd, without the items of `tune` and
   `check`.
+- `shared` (82 items: action review, returns, tickets): every item whose question (instructions and
+  options) more than one template asks, seen as more items asking it than it has options. Only these
+  can be given a worked example of every option, their own answer's included, from another case:
+  `openjev eval OUT_DIR/*.jsonl --examples --examples-apart '^(.*-t[0-9]+)-'`.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import sys
 from pathlib import Path
 
 SOURCE = Path(__file__).parent / "quality-dev" / "decisions"
-SAMPLES = ("tune", "check", "check2")
+SAMPLES = ("tune", "check", "check2", "shared")
 CHECK2 = {"returns_policy.jsonl": (2, 4), "content_moderation.jsonl": (0, 1), "ticket_triage.jsonl": (1, 2)}
 
 
@@ -54,6 +58,20 @@ def check2(name: str, lines: list[str]) -> list[str]:
     return [line for line in lines[start::every] if _id(line) not in taken]
 
 
+def shared(lines: list[str]) -> list[str]:
+    """The items whose question is asked by more items than it has options: by several templates."""
+    questions = [_question(line) for line in lines]
+    asked: dict[str, int] = {}
+    for question, _ in questions:
+        asked[question] = asked.get(question, 0) + 1
+    return [line for line, (question, options) in zip(lines, questions, strict=True) if asked[question] > options]
+
+
+def _question(line: str) -> tuple[str, int]:
+    question = json.loads(line)["question"]
+    return json.dumps([question.get("instructions"), question["criteria"]], sort_keys=True), len(question["criteria"])
+
+
 def _id(line: str) -> str:
     return str(json.loads(line)["id"])
 
@@ -67,7 +85,10 @@ def main(argv: list[str]) -> int:
     total = 0
     for path in sorted(SOURCE.glob("*.jsonl")):
         lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        chosen = subset(lines) if sample == "tune" else check(lines) if sample == "check" else check2(path.name, lines)
+        if sample == "check2":
+            chosen = check2(path.name, lines)
+        else:
+            chosen = {"tune": subset, "check": check, "shared": shared}[sample](lines)
         if not chosen:
             continue
         (out / path.name).write_text("".join(line + "\n" for line in chosen), encoding="utf-8")

@@ -150,6 +150,22 @@ def test_failures_are_counted_and_make_the_exit_code_1(server: str, tmp_path: Pa
     assert failed["index"] == 1 and "HTTP 422" in failed["error"] and "answer" not in failed
 
 
+def test_examples_apart_keeps_a_family_out_of_its_own_examples(server: str, tmp_path: Path) -> None:
+    # Two items per topic; the two of a topic are one family (t0 … t3), as the variants of one case are.
+    items = [{**item, "id": f"t{i % 4}-v{i}"} for i, item in enumerate(ITEMS[:8])]
+    data = write_items(tmp_path / "set.jsonl", items)
+    counts: list[float] = []
+    for apart in ([], ["--examples-apart", "^(t[0-9])-"], ["--examples-apart", "^t"], ["--examples-apart", "x"]):
+        out = tmp_path / f"report{len(counts)}.json"
+        done = run_eval(str(data), "--url", server, "--examples", *apart, "--out", str(out))
+        assert done.returncode == 0, done.stderr
+        counts.append(json.loads(out.read_text())["files"][0]["examples_per_item"])
+    # Every topic from the other items; all but its own (its twin is family); none (one family); no match.
+    assert counts == [4.0, 3.0, 0.0, 4.0]
+    refused = run_eval(str(data), "--url", "http://127.0.0.1:9", "--examples-apart", "(")
+    assert refused.returncode == 2 and "not a regular expression" in refused.stderr
+
+
 def test_a_bad_file_names_its_line(tmp_path: Path) -> None:
     data = tmp_path / "set.jsonl"
     data.write_text(json.dumps(ITEMS[0]) + "\n" + json.dumps({**ITEMS[1], "gold": "Weather"}) + "\n")

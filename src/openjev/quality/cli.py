@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
 from pathlib import Path
 
@@ -56,10 +57,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="FILE.jsonl",
         help="with --examples: also draw examples from these files' items (e.g. the whole set a subset came from)",
     )
+    parser.add_argument(
+        "--examples-apart",
+        type=_pattern,
+        default=None,
+        metavar="REGEX",
+        help="with --examples: items whose ids give the same match (REGEX's first group, or the whole match) are "
+        "never each other's examples, e.g. '^(.*-t[0-9]+)-' for the variants of one case",
+    )
     parser.add_argument("--limit", type=positive_int, default=None, help="only the first N items of each file")
     parser.add_argument("--out", type=Path, default=None, help="also write the full report as JSON here (a new file)")
     parser.add_argument("--force", action="store_true", help="let --out replace an existing file (never an input)")
     parser.set_defaults(run=main_from_args)
+
+
+def _pattern(text: str) -> str:
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"not a regular expression: {exc}") from None
+    return text
 
 
 def check_report_path(out: Path, inputs: list[Path], *, force: bool) -> None:
@@ -86,8 +103,9 @@ def main_from_args(args: argparse.Namespace) -> int:
         fit_temperature=args.fit_temperature,
         debias=args.debias,
         limit=args.limit,
-        examples=args.examples or bool(args.examples_from),
+        examples=args.examples or bool(args.examples_from) or args.examples_apart is not None,
         examples_from=tuple(str(path) for path in args.examples_from),
+        examples_apart=args.examples_apart,
     )
     collected = Collected()
     try:

@@ -1,20 +1,26 @@
 """Worked examples for `openjev eval --examples`: solved cases drawn from the file's other items.
 
 For each option of an item's question, the first other item of the same file (or of the files
-named by `--examples-from`) that asks the same question (same type, instructions and options) and
+named by `--examples-from`) that asks the same question (same type, instructions and options, a
+choice's options in any order) and
 whose gold is that option becomes an example. The item itself never does, so an option that no
-other item answers goes without one: in the realistic-decision set, where a template has one item
-per option, every item gets the examples of all options but its own gold one. A question with more
-options than the server's default cap (32) gets examples for its first 32 options only.
+other item answers goes without one. A question with more options than the server's default cap
+(32) gets examples for its first 32 options only.
+
+`--examples-apart REGEX` keeps variants of one case apart: two items whose ids give the same match
+(the first group of REGEX, or the whole match) never serve as each other's examples. In the
+realistic-decision set a template has one item per option, written as near-identical variants;
+without this, an item's siblings would show it every other option's answer on almost its own text.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import msgspec
 
-from openjev.contracts.systemone.wire import Question, SystemOneExample
+from openjev.contracts.systemone.wire import ChoiceQuestion, Question, SystemOneExample
 from openjev.quality.dataset import EvalItem, answer_keys
 
 MAX_EXAMPLES = 32  # the server's default cap per question (`max_examples` in GET /v1/limits)
@@ -22,7 +28,11 @@ _Key = tuple[bytes, str, str]  # the question without its examples, then the gol
 
 
 def _question_key(question: Question) -> bytes:
-    return msgspec.json.encode(msgspec.structs.replace(question, x_examples=None))
+    """The question without its examples; a choice's options in name order (an example names its answer)."""
+    bare = msgspec.structs.replace(question, x_examples=None)
+    if isinstance(bare, ChoiceQuestion):
+        bare = msgspec.structs.replace(bare, criteria=dict(sorted(bare.criteria.items())))
+    return msgspec.json.encode(bare)
 
 
 def _gold_key(question: bytes, gold: object) -> _Key:
@@ -32,8 +42,9 @@ def _gold_key(question: bytes, gold: object) -> _Key:
 class ExamplePool:
     """Solved items, indexed by question and gold answer: the file's own, and any `--examples-from` file's."""
 
-    def __init__(self, items: Sequence[EvalItem]) -> None:
+    def __init__(self, items: Sequence[EvalItem], apart: re.Pattern[str] | None = None) -> None:
         self.items = list(items)
+        self.apart = apart
         self.by_answer: dict[_Key, list[int]] = {}
         for i, item in enumerate(self.items):
             key = _gold_key(_question_key(item.question), item.gold)
@@ -43,13 +54,28 @@ class ExamplePool:
         """`item`'s question with one solved example per option that another item answers.
 
         Another item: any with a different state, so the item never sees itself even when a pool
-        file holds it too (a subset evaluated against its whole set).
+        file holds it too (a subset evaluated against its whole set), and of another case family
+        when the pool keeps families apart.
         """
         question = _question_key(item.question)
+        family = self._family(item)
         examples = list(item.question.x_examples or ())
         for option in answer_keys(item.question):
             found = self.by_answer.get(_gold_key(question, option), [])
-            others = [j for j in found if self.items[j].state != item.state]
+            others = [
+                j
+                for j in found
+                if self.items[j].state != item.state and (family is None or self._family(self.items[j]) != family)
+            ]
             if others and len(examples) < MAX_EXAMPLES:
                 examples.append(SystemOneExample(state=self.items[others[0]].state, answer=option))
         return msgspec.structs.replace(item.question, x_examples=examples or None)
+
+    def _family(self, item: EvalItem) -> str | None:
+        """The case family `apart` finds in the item's id; None (no family) without a match or an id."""
+        if self.apart is None or item.id is None:
+            return None
+        found = self.apart.search(item.id)
+        if found is None:
+            return None
+        return found.group(1) if found.re.groups else found.group(0)

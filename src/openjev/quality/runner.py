@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,6 +50,7 @@ class EvalOptions(msgspec.Struct, frozen=True, kw_only=True):
     limit: int | None = None  # only the first N items of each file
     examples: bool = False  # send solved examples drawn from the file's other items (quality/examples.py)
     examples_from: tuple[str, ...] = ()  # more files whose items serve as examples
+    examples_apart: str | None = None  # a regular expression on item ids: one family never examples itself
     timeout: float = 300.0
     progress: bool | None = None  # None: a bar when stderr is a terminal
 
@@ -219,7 +221,9 @@ async def evaluate_file(path: Path, options: EvalOptions, collected: Collected |
     items = every[: options.limit]
     pool = None
     if options.examples:
-        pool = ExamplePool([*every, *(item for extra in options.examples_from for item in load_items(Path(extra)))])
+        extra = [item for path in options.examples_from for item in load_items(Path(path))]
+        apart = re.compile(options.examples_apart) if options.examples_apart is not None else None
+        pool = ExamplePool([*every, *extra], apart)
     progress = Progress(len(items), path.name, enabled=options.progress)
     gate = asyncio.Semaphore(options.concurrency)
     yes_no = bool(items) and all(item.question.kind == "yes_no" for item in items)
