@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 SOURCE = Path(__file__).parent / "quality-dev" / "decisions"
@@ -61,9 +62,7 @@ def check2(name: str, lines: list[str]) -> list[str]:
 def shared(lines: list[str]) -> list[str]:
     """The items whose question is asked by more items than it has options: by several templates."""
     questions = [_question(line) for line in lines]
-    asked: dict[str, int] = {}
-    for question, _ in questions:
-        asked[question] = asked.get(question, 0) + 1
+    asked = Counter(question for question, _ in questions)
     return [line for line, (question, options) in zip(lines, questions, strict=True) if asked[question] > options]
 
 

@@ -2,10 +2,9 @@
 
 For each option of an item's question, the first other item of the same file (or of the files
 named by `--examples-from`) that asks the same question (same type, instructions and options, a
-choice's options in any order) and
-whose gold is that option becomes an example. The item itself never does, so an option that no
-other item answers goes without one. A question with more options than the server's default cap
-(32) gets examples for its first 32 options only.
+choice's options in any order) and whose gold is that option becomes an example. The item itself
+never does, so an option that no other item answers goes without one. A question with more
+options than the server's default cap (32) gets examples for its first 32 options only.
 
 `--examples-apart REGEX` keeps variants of one case apart: two items whose ids give the same match
 (the first group of REGEX, or the whole match) never serve as each other's examples. In the
@@ -45,6 +44,7 @@ class ExamplePool:
     def __init__(self, items: Sequence[EvalItem], apart: re.Pattern[str] | None = None) -> None:
         self.items = list(items)
         self.apart = apart
+        self.families = [self._family(item) for item in self.items]  # found once, not per candidate
         self.by_answer: dict[_Key, list[int]] = {}
         for i, item in enumerate(self.items):
             key = _gold_key(_question_key(item.question), item.gold)
@@ -63,9 +63,7 @@ class ExamplePool:
         for option in answer_keys(item.question):
             found = self.by_answer.get(_gold_key(question, option), [])
             others = [
-                j
-                for j in found
-                if self.items[j].state != item.state and (family is None or self._family(self.items[j]) != family)
+                j for j in found if self.items[j].state != item.state and (family is None or self.families[j] != family)
             ]
             if others and len(examples) < MAX_EXAMPLES:
                 examples.append(SystemOneExample(state=self.items[others[0]].state, answer=option))

@@ -175,7 +175,7 @@ def prediction_from(answer: Any, names: Sequence[str], gold: int) -> Prediction:
 
 
 async def evaluate_item(
-    client: SystemOneClient, item: EvalItem, options: EvalOptions, question: Question | None = None, index: int = 0
+    client: SystemOneClient, item: EvalItem, options: EvalOptions, question: Question | None, index: int
 ) -> Outcome:
     """`question`: the item's question as sent (with examples), when it is not the item's own."""
     names = answer_names(item.question)
