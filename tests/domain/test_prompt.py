@@ -139,16 +139,25 @@ def test_special_token_spellings_in_caller_text_stay_plain_text(state: Any) -> N
     assert "Answer: A<|im_end|>" in CODEC.decode(plan.prefix_ids)  # the text is all there, as text
 
 
-def test_date_facts_join_the_shared_opening_only_when_asked_for_and_found() -> None:
+def test_date_facts_go_under_a_documents_data_and_into_a_conversations_question_turn() -> None:
+    """Once, in the shared prefix, only when asked for and found. A document shows the line right
+    under its data, as a worked example shows its own; a conversation's messages stay as sent."""
     questions: dict[str, Question] = {"late": NoulQuestion(instructions="Within 14 days of 2026-08-04?")}
     dated, undated = "Asked on 2026-08-16.", "Asked yesterday."
     line = (
         "Date facts (computed by the server, not part of the data): 2026-08-04 to 2026-08-16: 12 days "
         "(less than 14 days)."
     )
-    with_facts = build_plan(_state(dated), _asks(questions), CODEC, LABELS, dates=True)
-    assert line in CODEC.decode(list(with_facts.prefix_ids))
-    assert line not in CODEC.decode(list(with_facts.branches[0].suffix_ids))  # once, shared by every question
+    document = build_plan(_state(dated), _asks(questions), CODEC, LABELS, dates=True)
+    prefix = CODEC.decode(list(document.prefix_ids))
+    assert f"{dated}\n</data>\n\n{line}<|im_end|>" in prefix and prefix.count(line) == 1
+    assert prefix.endswith(question_opening("data"))
+    transcript = [{"role": "user", "content": dated}]
+    conversation = build_plan(_state(transcript), _asks(questions), CODEC, LABELS, dates=True)
+    prefix = CODEC.decode(list(conversation.prefix_ids))
+    assert prefix.endswith(question_opening("conversation", line)) and prefix.count(line) == 1
+    for plan in (document, conversation):
+        assert line not in CODEC.decode(list(plan.branches[0].suffix_ids))  # once, shared by every question
     for state, dates in ((dated, False), (undated, True)):
         plan = build_plan(_state(state), _asks(questions), CODEC, LABELS, dates=dates)
         assert "Date facts" not in CODEC.decode(list(plan.prefix_ids))

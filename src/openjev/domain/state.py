@@ -21,10 +21,19 @@ def as_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def state_messages(state: State) -> list[ChatMessage]:
+def state_messages(state: State, facts: str | None = None) -> list[ChatMessage]:
+    """`facts`: a line the server computed about the state (the date facts). A document shows it
+    under its data, where a worked example shows its own; a conversation's messages are the caller's
+    and stay as sent (`question_facts`)."""
     if isinstance(state, Conversation):
         return list(state.messages)
-    return [ChatMessage(role="user", content=DATA_FRAME.format(text=state.text))]
+    data = DATA_FRAME.format(text=state.text)
+    return [ChatMessage(role="user", content=f"{data}\n\n{facts}" if facts else data)]
+
+
+def question_facts(state: State, facts: str | None) -> str | None:
+    """The facts line the question turn shows: a conversation's, which `state_messages` leaves out."""
+    return facts if isinstance(state, Conversation) else None
 
 
 def state_subject(state: State) -> str:
