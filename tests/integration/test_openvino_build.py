@@ -1,6 +1,7 @@
 """Building the OpenVINO model of a GGUF from nothing (SmolLM2-135M, seconds): the Q8_0 rewrite in
 worker processes, GenAI's reader stopped right after it saved the model, the manifest; the engine
-then loads it with its head cut to the last position, and a second start reuses it."""
+then loads it with its head cut to the last position and compiled apart in float32, and a second
+start reuses it."""
 
 from __future__ import annotations
 
@@ -29,7 +30,10 @@ def test_a_gguf_is_built_once_into_a_checked_model_the_engine_loads(tmp_path: Pa
     request = engine.new_request()
     logits = engine.evaluate(request, [1, 28, 339, 2], 0)
     assert engine.vocab_size == 49152 and logits.shape == (49152,) and np.isfinite(logits).all()
-    assert request.get_tensor("logits").data.shape == (1, 1, 49152)  # one position's logits, not four
+    assert request.body.get_tensor("hidden").data.shape == (1, 1, 576)  # one position's hidden state, not four
+    assert request.head.get_tensor("logits").data.shape == (1, 1, 49152)
+    # The head computes in float32: its logits are not rounded to bf16's 8 significant bits.
+    assert np.any(logits.view(np.uint32) & 0xFFFF)
 
     built = (folder / MODEL_BIN).stat().st_mtime_ns
     assert ensure_model(source, source_sha256, tmp_path, workers=2) == model_xml

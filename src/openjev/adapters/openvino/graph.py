@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from openvino import opset13 as ops  # type: ignore[import-untyped]
+import openvino as ov  # type: ignore[import-untyped]
+from openvino import opset13 as ops
 
 
 def last_position_only(model: Any) -> None:
@@ -29,3 +30,30 @@ def last_position_only(model: Any) -> None:
     )
     node.input(0).replace_source_output(last.output(0))
     model.validate_nodes_and_infer_types()
+
+
+HIDDEN = "hidden"
+
+
+def split_head(model: Any) -> Any:
+    """Cut the language-model head off `model`, which then outputs the hidden state (`HIDDEN`) the
+    head reads; return the head as a model of its own, from that hidden state to the logits.
+
+    Compiled apart, the head can compute in float32 while the body runs in bf16 or int8: in bf16 the
+    logits themselves are rounded to 8 significant bits (steps of 1/16 to 1/8 at the usual label
+    logits), which puts every answer's log-odds on that grid and ties near labels exactly.
+    """
+    result = model.get_results()[0]
+    head = result.input_value(0).get_node()
+    if head.get_type_name() != "MatMul":
+        raise ValueError("the model's logits do not come straight from a MatMul: not a causal language model")
+    hidden = head.input_value(0)
+    result.input(0).replace_source_output(hidden)
+    model.output(0).get_tensor().set_names({HIDDEN})
+    size = hidden.get_partial_shape()[-1]
+    parameter = ops.parameter([1, 1, size.get_length()], hidden.get_element_type(), name=HIDDEN)
+    head.input(0).replace_source_output(parameter.output(0))
+    logits = ops.result(head.output(0))
+    logits.output(0).get_tensor().set_names({"logits"})
+    model.validate_nodes_and_infer_types()
+    return ov.Model([logits], [parameter], "head")
