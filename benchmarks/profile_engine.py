@@ -71,7 +71,7 @@ def main() -> None:
     samples: dict[str, list[float]] = {}
     for _ in range(args.rounds):
         engine.reset(request)
-        timed(samples, f"prefix ({len(prefix)} tokens)", lambda: engine.evaluate(request, prefix, 0))
+        timed(samples, f"prefix ({len(prefix)} tokens)", lambda: engine.advance(request, prefix, 0))  # no logits read
         snapshot = timed(samples, "snapshot", lambda: engine.snapshot(request, len(prefix)))
         for branch in plan.branches:
             suffix = list(branch.suffix_ids)
@@ -83,7 +83,7 @@ def main() -> None:
             )
             timed(samples, "label probabilities", lambda g=logits, b=branch: label_logprobs(g, b.label_ids))  # type: ignore[misc]
         engine.reset(request)
-        timed(samples, f"one piece ({PIECE} tokens)", lambda: engine.evaluate(request, long, 0))
+        timed(samples, f"one piece ({PIECE} tokens)", lambda: engine.advance(request, long, 0))
     rows = {name: round(statistics.median(values) * 1000, 2) for name, values in samples.items()}
     per_request = rows[f"prefix ({len(prefix)} tokens)"] + sum(
         rows[f"branch ({len(b.suffix_ids)} tokens)"] + rows["restore"] + rows["label probabilities"]

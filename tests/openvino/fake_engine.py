@@ -36,6 +36,7 @@ class FakeEngine:
 
     def __init__(self) -> None:
         self.evaluated: list[tuple[int, int]] = []  # (start, tokens) of every step, in order
+        self.read: list[tuple[int, int]] = []  # the steps whose logits were computed (`evaluate`)
 
     def new_request(self) -> FakeRequest:
         return FakeRequest()
@@ -43,10 +44,14 @@ class FakeEngine:
     def reset(self, request: Any) -> None:
         request.steps.clear()
 
-    def evaluate(self, request: Any, token_ids: Sequence[int], start: int) -> np.ndarray:
+    def advance(self, request: Any, token_ids: Sequence[int], start: int) -> None:
         assert request.length == start, "a step must continue exactly what the request holds"
         request.steps.append((start, tuple(token_ids)))
         self.evaluated.append((start, len(token_ids)))
+
+    def evaluate(self, request: Any, token_ids: Sequence[int], start: int) -> np.ndarray:
+        self.advance(request, token_ids, start)
+        self.read.append((start, len(token_ids)))
         seed = int.from_bytes(hashlib.sha256(repr(request.steps).encode()).digest()[:8], "little")
         return np.random.default_rng(seed).normal(0.0, 3.0, VOCAB).astype(np.float32)
 

@@ -68,6 +68,7 @@ async def test_a_prefix_extending_a_warmed_one_continues_from_it_and_gets_the_sa
     await backend.warm("q", other)
     assert engine.evaluated == [(25, 3)]  # the second request pays for its own part only
     first = await backend.score("a", [*PREFIX, 50, 51], LABELS)
+    assert engine.read == [(40, 2)]  # warming computes no logits: only the scored step reads them
     evicting = backend_with(FakeEngine(), snapshot_bytes=1)  # keeps no snapshot: recomputes both
     await evicting.start()
     await evicting.warm("w1", head)
@@ -83,6 +84,7 @@ async def test_a_prompt_never_warmed_is_evaluated_from_position_zero(
     prompt = list(range(3, 3 + PIECE + 20))
     scores = await backend.score("a", prompt, LABELS)
     assert engine.evaluated == [(0, PIECE), (PIECE, 20)]  # canonical pieces
+    assert engine.read == [(PIECE, 20)]  # the logits of the last piece only
     assert scores.usage.cached_tokens == 0
     assert (await backend.score("b", prompt, LABELS)).logprobs == scores.logprobs
 

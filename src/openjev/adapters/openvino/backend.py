@@ -197,11 +197,10 @@ class OpenVINOBackend:
 
         async def run(request: Any) -> np.ndarray:
             await self._resume(call_id, group, request, prefix, snapshot, token_ids)
-            logits = None
-            for at, end in pieces(start, len(token_ids)):
-                logits = await self._step(call_id, group, partial(engine.evaluate, request, token_ids[at:end], at))
-            assert logits is not None  # token_ids is longer than any prefix of it
-            return logits
+            *before, (at, end) = pieces(start, len(token_ids))  # token_ids is longer than any prefix of it
+            for first, last in before:
+                await self._step(call_id, group, partial(engine.advance, request, token_ids[first:last], first))
+            return await self._step(call_id, group, partial(engine.evaluate, request, token_ids[at:end], at))
 
         logits = await self._with_request(call_id, group, run)
         return (*label_logprobs(logits, label_ids), cached)
@@ -219,7 +218,7 @@ class OpenVINOBackend:
         snapshot = self._snapshots.get(base) if base is not None else None
         await self._resume(call_id, key, request, base, snapshot, token_ids)
         for at, end in pieces(start, len(token_ids)):
-            await self._step(call_id, key, partial(engine.evaluate, request, token_ids[at:end], at))
+            await self._step(call_id, key, partial(engine.advance, request, token_ids[at:end], at))
         snapshot = await self._step(call_id, key, lambda: engine.snapshot(request, len(token_ids)))
         self._snapshots.put(key, snapshot)
 

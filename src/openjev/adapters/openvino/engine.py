@@ -69,6 +69,10 @@ class Engine(Protocol):
 
     def reset(self, request: Any) -> None: ...
 
+    def advance(self, request: Any, token_ids: Sequence[int], start: int) -> None:
+        """`evaluate` without the logits: for the pieces whose logits nobody reads (a prefix's, and
+        every piece of a long call but its last)."""
+
     def evaluate(self, request: Any, token_ids: Sequence[int], start: int) -> np.ndarray: ...
 
     def snapshot(self, request: Any, length: int) -> Snapshot: ...
@@ -132,6 +136,16 @@ class OpenVINOEngine:
     def evaluate(self, request: Request, token_ids: Sequence[int], start: int) -> np.ndarray:
         """Run `token_ids` at positions `start`… on what `request` holds (exactly `start` tokens);
         the logits after the last one (float32, one per vocabulary entry, computed in float32)."""
+        self.advance(request, token_ids, start)
+        try:
+            request.head.infer({0: request.body.get_output_tensor(0)})
+            logits: np.ndarray = request.head.get_tensor("logits").data[0, -1].copy()
+        except RuntimeError as exc:
+            raise BackendError(f"the OpenVINO engine failed: {exc}") from None
+        return logits
+
+    def advance(self, request: Request, token_ids: Sequence[int], start: int) -> None:
+        """The body's step alone: the piece joins the KV cache, the head does not run."""
         if not token_ids:
             raise BackendError("cannot evaluate an empty piece of prompt")
         end = start + len(token_ids)
@@ -146,11 +160,8 @@ class OpenVINOEngine:
         }
         try:
             request.body.infer(inputs)
-            request.head.infer({0: request.body.get_output_tensor(0)})
-            logits: np.ndarray = request.head.get_tensor("logits").data[0, -1].copy()
         except RuntimeError as exc:
             raise BackendError(f"the OpenVINO engine failed: {exc}") from None
-        return logits
 
     def snapshot(self, request: Request, length: int) -> Snapshot:
         return Snapshot(length=length, arrays={s.name: s.state.data.copy() for s in request.body.query_state()})
