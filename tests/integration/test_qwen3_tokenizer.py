@@ -85,3 +85,17 @@ def test_a_state_cannot_close_its_turn_with_special_tokens(codec: HFCodec) -> No
     specials = {151644, 151645, 151667, 151668}  # <|im_start|> <|im_end|> <think> </think>
     assert [t for t in plan.prefix_ids if t in specials] == [151644, 151645, 151644]
     assert injection in codec.decode(list(plan.prefix_ids))
+
+
+@pytest.mark.parametrize("state", ["Delivered 2026-08-04, asked on 2026-08-16.", {"order": 17, "note": "late!"}])
+def test_a_documents_prefix_is_its_text_tokenized_as_a_whole(codec: HFCodec, state: object) -> None:
+    """Cut into pieces (template text, the framed data with its date facts, the questions' opening),
+    the prefix still tokenizes as its whole text does: a cut where the tokenizer would merge (`.`
+    or `>` and the newlines after it are one Qwen token) would show the model a sequence it never
+    meets, and measurably moves answers (docs/quality.md)."""
+    import msgspec
+
+    decision = to_decision(msgspec.convert({**EXAMPLE_REQUEST, "state": state}, SystemOneRequest))
+    plan = build_plan(decision.state, decision.asks, codec, verify_labels(codec, 64), dates=True)
+    text = codec.decode(list(plan.prefix_ids))
+    assert "</data>" in text and list(plan.prefix_ids) == codec.encode_template(text)
