@@ -27,8 +27,14 @@ def state_messages(state: State, facts: str | None = None) -> list[ChatMessage]:
     and stay as sent (`question_facts`)."""
     if isinstance(state, Conversation):
         return list(state.messages)
-    data = DATA_FRAME.format(text=state.text)
-    return [ChatMessage(role="user", content=f"{data}\n\n{facts}" if facts else data)]
+    return [ChatMessage(role="user", content=framed_data(state.text, facts))]
+
+
+def framed_data(text: str, facts: str | None = None) -> str:
+    """`text` framed as data, with the facts line computed about it under the data: the state's and
+    a worked example's case read alike."""
+    data = DATA_FRAME.format(text=text)
+    return f"{data}\n\n{facts}" if facts else data
 
 
 def question_facts(state: State, facts: str | None) -> str | None:
