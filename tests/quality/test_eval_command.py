@@ -84,6 +84,10 @@ def test_the_report_matches_the_answers_the_server_gives(server: str, tmp_path: 
     ]
     assert report["mean_confidence"] == pytest.approx(sum(confidences) / len(confidences))
     assert sum(b["count"] for b in report["reliability"]) == 14 and len(report["reliability"]) == 10
+    confident = [(c, r) for c, r in zip(confidences, right, strict=True) if c >= 0.6]
+    share = next(s for s in report["confident"] if s["threshold"] == 0.6)
+    assert share["coverage"] == pytest.approx(len(confident) / 14)
+    assert share["accuracy"] == (pytest.approx(sum(r for _, r in confident) / len(confident)) if confident else None)
     assert report["calls_per_item"] == 2.0  # the fake server does not debias: warm-up plus one branch
     assert report["latency_p50"] > 0 and report["items_per_second"] > 0
     reversed_ = report["reversed"]
@@ -104,7 +108,24 @@ def test_the_report_matches_the_answers_the_server_gives(server: str, tmp_path: 
     fit = report["temperature"]
     assert fit["temperature"] > 0 and fit["nll_after"] <= fit["nll_before"] + 1e-12
     assert "accuracy" in done.stdout and "reliability" in done.stdout and "fitted temperature" in done.stdout
+    assert "acting only on answers at least this probable" in done.stdout
     assert report["yes_no"] is None  # a file with choice questions has no yes/no ranking
+    assert json.loads(out.read_text())["overall"] is None  # one file: it is the whole run
+
+
+def test_several_files_are_also_reported_as_one_set(server: str, tmp_path: Path) -> None:
+    first, second = write_items(tmp_path / "a.jsonl", ITEMS[:8]), write_items(tmp_path / "b.jsonl", ITEMS[8:])
+    out = tmp_path / "report.json"
+    done = run_eval(str(first), str(second), "--url", server, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    files, overall = report["files"], report["overall"]
+    assert (overall["file"], overall["items"], overall["answered"], overall["answers"]) == ("all 2 files", 14, 14, [])
+    assert overall["accuracy"] == pytest.approx(sum(f["accuracy"] * f["items"] for f in files) / 14)
+    confidences = [max(a["probabilities"].values()) for f in files for a in f["answers"]]
+    assert overall["mean_confidence"] == pytest.approx(sum(confidences) / 14)
+    assert overall["yes_no"] is None  # one of the files asks choice questions
+    assert "all 2 files: 14/14 answered" in done.stdout
 
 
 def test_a_yes_no_file_reports_ranking_and_best_cut_from_the_servers_answers(server: str, tmp_path: Path) -> None:

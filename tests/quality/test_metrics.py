@@ -11,6 +11,8 @@ from openjev.quality.metrics import (
     accuracy,
     best_threshold,
     brier_score,
+    confidence_auc,
+    confident_shares,
     expected_calibration_error,
     fit_temperature,
     mean_confidence,
@@ -53,6 +55,19 @@ def test_reliability_bins_and_ece() -> None:
     assert bins[0].mean_confidence is None and bins[0].accuracy is None
     # |1-0.9| + |0-0.8| + |1-0.7| + |0-0.5|, each bin holding one of four items
     assert expected_calibration_error(P) == pytest.approx((0.1 + 0.8 + 0.3 + 0.5) / 4)
+
+
+def test_confident_shares_keep_the_answers_at_or_above_each_threshold() -> None:
+    shares = confident_shares(P, (0.5, 0.75, 0.8, 0.9, 0.95))
+    assert [s.coverage for s in shares] == [1.0, 0.5, 0.5, 0.25, 0.0]  # 0.8 counts at 0.8
+    assert [s.accuracy for s in shares] == [0.5, 0.5, 0.5, 1.0, None]
+    assert math.isnan(confident_shares([], (0.5,))[0].coverage)
+
+
+def test_confidence_auc_ranks_right_answers_against_wrong_ones() -> None:
+    # right at 0.9 and 0.7, wrong at 0.8 and 0.5: 0.9 beats both, 0.7 beats 0.5
+    assert confidence_auc(P) == pytest.approx(3 / 4)
+    assert confidence_auc(P[:1]) is None
 
 
 def test_perfectly_calibrated_predictions_have_zero_ece() -> None:

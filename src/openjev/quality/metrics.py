@@ -1,5 +1,6 @@
 """Quality metrics over labelled predictions: accuracy, Brier score, calibration, temperature fit,
-and for yes/no questions how well P(yes) ranks the items whatever the threshold.
+how much of the set a caller could act on unreviewed above a confidence, and for yes/no questions
+how well P(yes) ranks the items whatever the threshold.
 
 Pure float math on plain data, so the figures in docs/quality.md can be recomputed from a saved
 report. A prediction is the distribution the server returned over a question's answers (option
@@ -17,6 +18,7 @@ import msgspec
 from openjev.domain.scoring_math import softmax
 
 ECE_BINS = 10
+CONFIDENCE_THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
 _FLOOR = 1e-300  # log(0) guard: a probability the server rounded to 0 still has a finite log-loss
 _TEMPERATURE_RANGE = (0.01, 100.0)
 
@@ -45,6 +47,15 @@ class ReliabilityBin(msgspec.Struct, frozen=True):
     count: int
     mean_confidence: float | None
     accuracy: float | None
+
+
+class ConfidentShare(msgspec.Struct, frozen=True):
+    """The items whose answer had at least `threshold` probability: what a caller who sends the rest
+    to a person would act on unreviewed, and how often it would be right."""
+
+    threshold: float
+    coverage: float  # their share of the items
+    accuracy: float | None  # None when no item reaches the threshold
 
 
 def accuracy(predictions: Sequence[Prediction]) -> float:
@@ -91,6 +102,28 @@ def expected_calibration_error(predictions: Sequence[Prediction], bins: int = EC
         for b in reliability(predictions, bins)
         if b.accuracy is not None and b.mean_confidence is not None
     )
+
+
+def confident_shares(
+    predictions: Sequence[Prediction], thresholds: Sequence[float] = CONFIDENCE_THRESHOLDS
+) -> list[ConfidentShare]:
+    shares = []
+    for threshold in thresholds:
+        kept = [p for p in predictions if p.confidence >= threshold]
+        shares.append(
+            ConfidentShare(
+                threshold=threshold,
+                coverage=len(kept) / len(predictions) if predictions else math.nan,
+                accuracy=accuracy(kept) if kept else None,
+            )
+        )
+    return shares
+
+
+def confidence_auc(predictions: Sequence[Prediction]) -> float | None:
+    """How well the answer's probability ranks right answers above wrong ones (0.5: it says nothing
+    about being right); None when every answer is right or every one wrong."""
+    return ranking_auc([p.confidence for p in predictions], [p.correct for p in predictions])
 
 
 def tempered(prediction: Prediction, temperature: float) -> Prediction:

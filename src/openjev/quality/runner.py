@@ -19,11 +19,14 @@ from openjev.contracts.systemone.wire import ChoiceQuestion, Question
 from openjev.quality.dataset import EvalItem, answer_names, gold_index, load_items
 from openjev.quality.examples import ExamplePool
 from openjev.quality.metrics import (
+    ConfidentShare,
     Prediction,
     ReliabilityBin,
     accuracy,
     best_threshold,
     brier_score,
+    confidence_auc,
+    confident_shares,
     expected_calibration_error,
     fit_temperature,
     mean,
@@ -117,6 +120,8 @@ class FileReport(msgspec.Struct):
     ece: float
     nll: float
     reliability: list[ReliabilityBin]
+    confident: list[ConfidentShare]  # acting only on answers at least this probable: how many, how right
+    confidence_auc: float | None  # how well the answer's probability ranks right answers above wrong ones
     latency_p50: float
     latency_p90: float
     items_per_second: float
@@ -136,6 +141,7 @@ class EvalReport(msgspec.Struct):
     model: str
     files: list[FileReport]
     interrupted: bool = False  # Ctrl-C: the files hold what was answered before it
+    overall: FileReport | None = None  # every file's items together, when there are several (no `answers`)
 
 
 class Collected:
@@ -151,7 +157,21 @@ class Collected:
             report = summarize(name, outcomes, time.perf_counter() - started, options, yes_no=yes_no)
             report.unsent = items - len(outcomes)
             files.append(report)
-        return EvalReport(url=options.url, model=options.model, files=files, interrupted=True)
+        return EvalReport(
+            url=options.url, model=options.model, files=files, interrupted=True, overall=self.overall(options)
+        )
+
+    def overall(self, options: EvalOptions) -> FileReport | None:
+        """Every file's outcomes as one set: the figure a run over a whole dev set is read for."""
+        if len(self.files) < 2:
+            return None
+        outcomes = [o for _, _, file_outcomes, _, _ in self.files for o in file_outcomes]
+        yes_no = all(yes_no for *_, yes_no in self.files)
+        name = f"all {len(self.files)} files"
+        report = summarize(name, outcomes, time.perf_counter() - self.files[0][3], options, yes_no=yes_no)
+        report.answers = []  # each file's report lists its own
+        report.unsent = sum(items - len(file_outcomes) for _, items, file_outcomes, _, _ in self.files)
+        return report
 
 
 def request_for(item: EvalItem, question: Question, options: EvalOptions) -> dict[str, Any]:
@@ -268,6 +288,8 @@ def summarize(
         ece=expected_calibration_error(predictions),
         nll=negative_log_likelihood(predictions),
         reliability=reliability(predictions),
+        confident=confident_shares(predictions),
+        confidence_auc=confidence_auc(predictions),
         latency_p50=percentile(latencies, 50),
         latency_p90=percentile(latencies, 90),
         items_per_second=len(predictions) / elapsed if elapsed > 0 else math.nan,
@@ -305,51 +327,61 @@ def summarize(
 
 
 async def run_eval(paths: Sequence[Path], options: EvalOptions, collected: Collected | None = None) -> EvalReport:
+    collected = Collected() if collected is None else collected
     files = [await evaluate_file(path, options, collected) for path in paths]
-    return EvalReport(url=options.url, model=options.model, files=files)
+    return EvalReport(url=options.url, model=options.model, files=files, overall=collected.overall(options))
 
 
 def format_report(report: EvalReport) -> str:
     lines: list[str] = ["interrupted: the figures cover the items answered before Ctrl-C"] if report.interrupted else []
-    for f in report.files:
-        lines += [
-            f"{f.file}: {f.answered}/{f.items} answered"
-            + (f", {f.failures} failed" if f.failures else "")
-            + (f", {f.unsent} not sent (interrupted)" if f.unsent else ""),
-            f"  accuracy {_pct(f.accuracy)}   mean confidence {_pct(f.mean_confidence)}   "
-            f"Brier {f.brier:.3f}   ECE {f.ece:.3f}   NLL {f.nll:.3f}",
-            f"  latency p50 {f.latency_p50:.2f} s, p90 {f.latency_p90:.2f} s   {f.items_per_second:.2f} items/s   "
-            f"{f.calls_per_item:.1f} calls and {f.input_tokens_per_item:.0f} input tokens per item"
-            + (f"   debias {f.debias}" if f.debias else "")
-            + (f"   {f.examples_per_item:.1f} worked examples per item" if f.examples_per_item else ""),
-        ]
-        if f.reversed is not None:
-            lines.append(
-                f"  options reversed: accuracy {_pct(f.reversed.accuracy)}, "
-                f"{_pct(f.reversed.stable)} of {f.reversed.items} answers unchanged"
-            )
-        if f.temperature is not None:
-            t = f.temperature
-            lines.append(
-                f"  fitted temperature x{t.temperature:.3f}: NLL {t.nll_before:.3f} -> {t.nll_after:.3f}, "
-                f"ECE {f.ece:.3f} -> {t.ece_after:.3f}, Brier {f.brier:.3f} -> {t.brier_after:.3f} "
-                "(multiply OPENJEV_TEMPERATURE by this factor)"
-            )
-        if f.yes_no is not None:
-            y = f.yes_no
-            auc = "n/a (one answer only)" if y.auc is None else f"{y.auc:.3f}"
-            lines.append(
-                f"  yes/no: AUC {auc} (0.5 = no signal); answering yes when P(yes) >= {y.best_threshold:.3f} "
-                f"would score {_pct(y.best_threshold_accuracy).strip()} on this file (fitted here, so optimistic)"
-            )
-        lines.append("  reliability (confidence bin: items, mean confidence, accuracy):")
-        for b in f.reliability:
-            if b.count:
-                lines.append(
-                    f"    {b.low:.1f}-{b.high:.1f}: {b.count:4d}  {_pct(b.mean_confidence)}  {_pct(b.accuracy)}"
-                )
-        lines += [f"  error: {e}" for e in f.errors]
+    for f in [*report.files, *([report.overall] if report.overall is not None else [])]:
+        lines += _file_lines(f)
     return "\n".join(lines)
+
+
+def _file_lines(f: FileReport) -> list[str]:
+    lines = [
+        f"{f.file}: {f.answered}/{f.items} answered"
+        + (f", {f.failures} failed" if f.failures else "")
+        + (f", {f.unsent} not sent (interrupted)" if f.unsent else ""),
+        f"  accuracy {_pct(f.accuracy)}   mean confidence {_pct(f.mean_confidence)}   "
+        f"Brier {f.brier:.3f}   ECE {f.ece:.3f}   NLL {f.nll:.3f}",
+        f"  latency p50 {f.latency_p50:.2f} s, p90 {f.latency_p90:.2f} s   {f.items_per_second:.2f} items/s   "
+        f"{f.calls_per_item:.1f} calls and {f.input_tokens_per_item:.0f} input tokens per item"
+        + (f"   debias {f.debias}" if f.debias else "")
+        + (f"   {f.examples_per_item:.1f} worked examples per item" if f.examples_per_item else ""),
+    ]
+    if f.reversed is not None:
+        lines.append(
+            f"  options reversed: accuracy {_pct(f.reversed.accuracy)}, "
+            f"{_pct(f.reversed.stable)} of {f.reversed.items} answers unchanged"
+        )
+    if f.temperature is not None:
+        t = f.temperature
+        lines.append(
+            f"  fitted temperature x{t.temperature:.3f}: NLL {t.nll_before:.3f} -> {t.nll_after:.3f}, "
+            f"ECE {f.ece:.3f} -> {t.ece_after:.3f}, Brier {f.brier:.3f} -> {t.brier_after:.3f} "
+            "(multiply OPENJEV_TEMPERATURE by this factor)"
+        )
+    if f.yes_no is not None:
+        y = f.yes_no
+        auc = "n/a (one answer only)" if y.auc is None else f"{y.auc:.3f}"
+        lines.append(
+            f"  yes/no: AUC {auc} (0.5 = no signal); answering yes when P(yes) >= {y.best_threshold:.3f} "
+            f"would score {_pct(y.best_threshold_accuracy).strip()} here (fitted on these items, so optimistic)"
+        )
+    lines.append(
+        "  acting only on answers at least this probable (share of items, accuracy): "
+        + "; ".join(f"{c.threshold:.1f}: {_pct(c.coverage).strip()}, {_pct(c.accuracy).strip()}" for c in f.confident)
+    )
+    if f.confidence_auc is not None:
+        lines.append(f"  the answer's probability ranks right answers above wrong ones with AUC {f.confidence_auc:.3f}")
+    lines.append("  reliability (confidence bin: items, mean confidence, accuracy):")
+    for b in f.reliability:
+        if b.count:
+            lines.append(f"    {b.low:.1f}-{b.high:.1f}: {b.count:4d}  {_pct(b.mean_confidence)}  {_pct(b.accuracy)}")
+    lines += [f"  error: {e}" for e in f.errors]
+    return lines
 
 
 def _pct(x: float | None) -> str:
