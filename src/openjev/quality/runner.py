@@ -8,7 +8,7 @@ import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 import msgspec
@@ -144,11 +144,21 @@ class EvalReport(msgspec.Struct):
     overall: FileReport | None = None  # every file's items together, when there are several (no `answers`)
 
 
+class FileRun(NamedTuple):
+    """A file being evaluated: its outcomes grow as items finish."""
+
+    name: str
+    items: int
+    outcomes: list[Outcome]
+    started: float
+    yes_no: bool
+
+
 class Collected:
     """Each file's outcomes as they arrive, so that an interrupted run still reports what was answered."""
 
     def __init__(self) -> None:
-        self.files: list[tuple[str, int, list[Outcome], float, bool]] = []  # name, items, outcomes, start, yes/no
+        self.files: list[FileRun] = []
 
     def partial(self, options: EvalOptions) -> EvalReport:
         """The report of what finished, each file's unanswered items counted as unsent."""
@@ -165,12 +175,15 @@ class Collected:
         """Every file's outcomes as one set: the figure a run over a whole dev set is read for."""
         if len(self.files) < 2:
             return None
-        outcomes = [o for _, _, file_outcomes, _, _ in self.files for o in file_outcomes]
-        yes_no = all(yes_no for *_, yes_no in self.files)
-        name = f"all {len(self.files)} files"
-        report = summarize(name, outcomes, time.perf_counter() - self.files[0][3], options, yes_no=yes_no)
-        report.answers = []  # each file's report lists its own
-        report.unsent = sum(items - len(file_outcomes) for _, items, file_outcomes, _, _ in self.files)
+        report = summarize(
+            f"all {len(self.files)} files",
+            [o for run in self.files for o in run.outcomes],
+            time.perf_counter() - self.files[0].started,
+            options,
+            yes_no=all(run.yes_no for run in self.files),
+            answers=False,  # each file's report lists its own
+        )
+        report.unsent = sum(run.items - len(run.outcomes) for run in self.files)
         return report
 
 
@@ -250,7 +263,7 @@ async def evaluate_file(path: Path, options: EvalOptions, collected: Collected |
     finished: list[Outcome] = []
     started = time.perf_counter()
     if collected is not None:
-        collected.files.append((str(path), len(items), finished, started, yes_no))
+        collected.files.append(FileRun(str(path), len(items), finished, started, yes_no))
     try:
         async with SystemOneClient(options.url, key=options.key, timeout=options.timeout) as client:
 
@@ -270,7 +283,13 @@ async def evaluate_file(path: Path, options: EvalOptions, collected: Collected |
 
 
 def summarize(
-    name: str, outcomes: Sequence[Outcome], elapsed: float, options: EvalOptions, *, yes_no: bool = False
+    name: str,
+    outcomes: Sequence[Outcome],
+    elapsed: float,
+    options: EvalOptions,
+    *,
+    yes_no: bool = False,
+    answers: bool = True,  # list every item's answer in the report
 ) -> FileReport:
     predictions = [o.prediction for o in outcomes if o.prediction is not None]
     answered = [o for o in outcomes if o.prediction is not None]
@@ -297,7 +316,7 @@ def summarize(
         calls_per_item=mean([o.calls for o in answered if o.calls is not None]),
         debias=options.debias,
         examples_per_item=mean([float(o.examples) for o in answered]),
-        answers=sorted(map(item_answer, outcomes), key=lambda a: a.index),
+        answers=sorted(map(item_answer, outcomes), key=lambda a: a.index) if answers else [],
     )
     pairs = [(o.prediction, o.reversed) for o in answered if o.prediction is not None and o.reversed is not None]
     if pairs:
