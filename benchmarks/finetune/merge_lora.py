@@ -14,18 +14,11 @@ from pathlib import Path
 
 import gguf
 import numpy as np
+from dequantize_gguf import LAYER
 from gguf.quants import dequantize, quantize
 from safetensors.torch import load_file
 
-PARTS = {
-    "self_attn.q_proj": "attn_q",
-    "self_attn.k_proj": "attn_k",
-    "self_attn.v_proj": "attn_v",
-    "self_attn.o_proj": "attn_output",
-    "mlp.gate_proj": "ffn_gate",
-    "mlp.up_proj": "ffn_up",
-    "mlp.down_proj": "ffn_down",
-}
+PARTS = {hf: name for name, hf in LAYER.items()}  # Transformers module → GGUF tensor part
 
 
 def deltas(adapter: Path) -> dict[str, np.ndarray]:

@@ -1,4 +1,4 @@
-"""Each decision's prompt token ids exactly as the server builds them (date facts on), in several option orders.
+"""Each decision's prompt token ids as the server builds them (its date-facts setting), in several option orders.
 
 Runs in the project's environment (`uv run python benchmarks/finetune/render_plans.py IN OUT [EXTRA]`):
 training and evaluation then read the model on the very tokens `openjev serve` sends it. Every item
@@ -12,6 +12,7 @@ import random
 import sys
 
 from openjev.bootstrap import build_runtime, verified_labels
+from openjev.domain.debiasing import option_orders
 from openjev.domain.decision import Document
 from openjev.domain.kinds import CHOICE
 from openjev.domain.prompt import build_plan
@@ -30,14 +31,22 @@ def main() -> None:
             question = item["question"]
             keys = list(question["criteria"])
             n = len(keys)
-            orders = [tuple(range(n)), tuple(reversed(range(n)))]
+            orders = list(option_orders(n, max_orders=2))  # what `reverse` asks
             for _ in range(extra):
                 order = list(range(n))
                 rnd.shuffle(order)
                 orders.append(tuple(order))
             ask = CHOICE.ask(question["instructions"], list(question["criteria"].items()))
-            state = Document(text=item["state"]) if isinstance(item["state"], str) else item["state"]
-            plan = build_plan(state, [ask], codec, labels, orders=lambda _ask, orders=orders: orders, dates=True)
+            if not isinstance(item["state"], str):
+                raise SystemExit(f"{item['id']}: only text states are rendered here")
+            plan = build_plan(
+                Document(text=item["state"]),
+                [ask],
+                codec,
+                labels,
+                lambda _ask, orders=orders: orders,
+                dates=settings.date_facts,
+            )
             branches = [
                 {"suffix": list(b.suffix_ids), "labels": list(b.label_ids), "order": list(b.order)}
                 for b in plan.branches

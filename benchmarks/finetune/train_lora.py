@@ -35,7 +35,11 @@ def kind_of(item_id: str) -> str:
 
 
 def answer(model, row: dict) -> torch.Tensor:
-    """Log-probabilities by option, the orders' label log-probabilities averaged (one batch)."""
+    """Log-probabilities by option, the orders' label log-probabilities averaged (one batch).
+
+    The same combination as openjev's `combine_orders`, in torch: this script runs in the training
+    environment, where openjev is not installed.
+    """
     seqs = [row["prefix"] + b["suffix"] for b in row["branches"]]
     width = max(map(len, seqs))
     ids = torch.tensor([s + [0] * (width - len(s)) for s in seqs])
