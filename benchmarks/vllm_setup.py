@@ -6,11 +6,12 @@ failed step stops the benchmark naming the step, the command and the end of its 
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
+from openjev.adapters.embedded.merged import engine_file
 from openjev.adapters.embedded.model import resolve_model_path
-from openjev.adapters.embedded.packaged_models import DEFAULT_MODEL
 from openjev.settings import load_settings
 
 BENCH_CACHE = Path.home() / ".cache" / "openjev-bench"
@@ -60,11 +61,14 @@ def ensure_venv(venv: Path, log_dir: Path) -> Path:
 
 
 def ensure_weights(python: Path, helper: Path, weights: Path | None, log_dir: Path) -> Path:
-    """The bf16 safetensors of the GGUF openjev resolves (OPENJEV_MODEL, default the packaged 1.5B)."""
+    """The bf16 safetensors of the GGUF openjev serves (OPENJEV_MODEL, default the packaged default;
+    for a fine-tuned packaged model, the file with its adapter merged)."""
     settings = load_settings()
-    gguf, packaged = resolve_model_path(settings.model, settings.embedded.resolved_cache_dir())
+    cache = settings.embedded.resolved_cache_dir()
+    gguf, packaged = resolve_model_path(settings.model, cache)
+    gguf, _ = engine_file(packaged, gguf, cache, workers=os.cpu_count() or 1)
     if weights is None:
-        stem = "qwen2.5-coder-1.5b" if packaged is DEFAULT_MODEL else (packaged.name if packaged else gguf.stem)
+        stem = packaged.name if packaged else gguf.stem
         weights = BENCH_CACHE / f"{stem}-bf16"
     if (weights / "config.json").is_file():
         return weights

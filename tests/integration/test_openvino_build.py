@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from openjev.adapters.embedded.built import MANIFEST, sha256_of
 from openjev.adapters.embedded.model import smollm2_path
-from openjev.adapters.openvino.convert import MANIFEST, MODEL_BIN, MODEL_XML, ensure_model, sha256_of, verify
+from openjev.adapters.openvino.convert import MODEL_BIN, MODEL_XML, ensure_model, verify
 from openjev.adapters.openvino.engine import EngineConfig, OpenVINOEngine
 
 pytestmark = pytest.mark.integration

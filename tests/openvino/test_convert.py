@@ -7,7 +7,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from openjev.adapters.openvino.convert import MANIFEST, MODEL_BIN, MODEL_XML, Manifest, sha256_of, verify
+from openjev.adapters.embedded.built import MANIFEST, sha256_of
+from openjev.adapters.openvino.convert import MODEL_BIN, MODEL_XML, Manifest, verify
 from openjev.domain.errors import StartupError
 
 

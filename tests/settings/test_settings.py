@@ -12,7 +12,7 @@ def test_defaults_follow_the_spec() -> None:
     assert (s.max_questions, s.max_options, s.max_body_bytes) == (64, 64, 2 * 1024 * 1024)
     assert (s.max_input_tokens, s.max_total_input_tokens) == (32768, 262144)
     assert (s.max_concurrent_requests, s.max_concurrent_branches, s.request_timeout) == (16, 64, 120.0)
-    assert (s.temperature, s.sglang.frontend, s.confidence, s.api_key) == (1.0, "python", "typesafe", None)
+    assert (s.resolved_temperature(), s.sglang.frontend, s.confidence, s.api_key) == (1.0, "python", "typesafe", None)
 
 
 def test_values_are_read_and_converted() -> None:
@@ -91,3 +91,17 @@ def test_debias_is_the_setting_else_the_models_else_the_backends(
     env: dict[str, str], model_default: DebiasMode | None, expected: str
 ) -> None:
     assert load_settings(env).resolved_debias(model_default) == expected
+
+
+@pytest.mark.parametrize(
+    ("env", "model_default", "expected"),
+    [
+        ({}, None, 1.0),  # the logits as they are
+        ({}, 2.5, 2.5),  # a packaged model's fitted temperature
+        ({"OPENJEV_TEMPERATURE": "1"}, 2.5, 1.0),  # the operator's setting wins, even when it is 1
+    ],
+)
+def test_temperature_is_the_setting_else_the_models_else_1(
+    env: dict[str, str], model_default: float | None, expected: float
+) -> None:
+    assert load_settings(env).resolved_temperature(model_default) == expected

@@ -1,4 +1,5 @@
-"""The evaluator's bias removal: OPENJEV_DEBIAS, else what was measured for the served model, else the backend's."""
+"""The evaluator's bias removal and temperature: the setting, else what was measured for the served model,
+else the backend's (bias removal) or 1 (temperature)."""
 
 from __future__ import annotations
 
@@ -30,3 +31,12 @@ def test_the_served_models_measured_default_applies_unless_set(
     codec = ChatMLByteCodec()
     evaluator = build_evaluator(settings, runtime, codec, verify_labels(codec, settings.max_options))
     assert evaluator.debias == expected
+
+
+def test_the_served_models_temperature_reaches_the_evaluator_unless_set() -> None:
+    for env, expected in (({}, 2.5), ({"OPENJEV_TEMPERATURE": "0.5"}, 0.5)):
+        settings = load_settings({"OPENJEV_BACKEND": "fake", **env})
+        runtime = dataclasses.replace(build_runtime(settings), default_temperature=2.5)
+        codec = ChatMLByteCodec()
+        evaluator = build_evaluator(settings, runtime, codec, verify_labels(codec, settings.max_options))
+        assert evaluator.config.temperature == expected

@@ -152,6 +152,7 @@ class ServiceLifecycle:
             model=runtime.public_model,
             labels=evaluator.labels.capacity,
             debias=evaluator.debias,
+            temperature=evaluator.config.temperature,
             branch_token_limit=evaluator.branch_limit,
             startup_seconds=round(self.startup_seconds, 3),
         )

@@ -14,8 +14,9 @@ from pathlib import Path
 from openjev.adapters.embedded.backend import EmbeddedBackend
 from openjev.adapters.embedded.gguf_codec import GGUFCodec
 from openjev.adapters.embedded.llama_engine import Engine, EngineConfig, LlamaEngine, available_cpus
+from openjev.adapters.embedded.merged import describe_merged, engine_file, engine_path
 from openjev.adapters.embedded.model import describe_model, resolve_model_path
-from openjev.adapters.embedded.packaged_models import PackagedModel, sha256_of, verify
+from openjev.adapters.embedded.packaged_models import PackagedModel, sha256_of
 from openjev.domain.errors import StartupError
 from openjev.domain.ports import PromptCodec, ScoringBackend
 from openjev.runtime import Runtime
@@ -33,12 +34,14 @@ def build_runtime(settings: Settings) -> Runtime:
         settings.model, settings.embedded.resolved_cache_dir(), revision=settings.revision
     )
     info = describe_model(path, settings.served_model_name or (packaged.public_name if packaged else None))
+    if packaged is not None and packaged.adapter is not None:
+        info = describe_merged(info, packaged)
     engine = choose_engine(settings.embedded.engine, info.architecture)
     build = _openvino_backend if engine == "openvino" else _llama_backend
     backend = build(settings, path, packaged)
 
-    def load_codec() -> PromptCodec:
-        codec = GGUFCodec.from_gguf(path)
+    def load_codec() -> PromptCodec:  # from the file the engine loaded, checked by then
+        codec = GGUFCodec.from_gguf(engine_path(packaged, path, settings.embedded.resolved_cache_dir()))
         if isinstance(backend, EmbeddedBackend) and backend.started:  # prove it tokenizes as llama.cpp does
             backend.check_codec(codec)
         return codec
@@ -56,6 +59,7 @@ def build_runtime(settings: Settings) -> Runtime:
         else info.description,
         accepted_models=frozenset({info.public_name, real_name, info.file_stem, info.short_stem}),
         default_debias=packaged.debias if packaged else None,
+        default_temperature=packaged.temperature if packaged else None,
     )
 
 
@@ -91,10 +95,8 @@ def _openvino_backend(settings: Settings, path: Path, packaged: PackagedModel | 
     context = settings.embedded.slot_context
 
     def load_engine() -> OpenVINOEngine:
-        if packaged is not None:
-            verify(packaged, path)
-        source_sha256 = packaged.sha256 if packaged is not None else sha256_of(path)
-        model_xml = ensure_model(path, source_sha256, cache_dir, workers=threads)
+        source, source_sha256 = engine_file(packaged, path, cache_dir, workers=threads)
+        model_xml = ensure_model(source, source_sha256 or sha256_of(source), cache_dir, workers=threads)
         config = OpenVINOConfig(
             model_xml=model_xml,
             threads=threads,
@@ -103,18 +105,20 @@ def _openvino_backend(settings: Settings, path: Path, packaged: PackagedModel | 
         )
         return OpenVINOEngine.load(config)
 
-    return OpenVINOBackend(load_engine, model=path.name, threads=threads, context=context)
+    served = engine_path(packaged, path, cache_dir).name
+    return OpenVINOBackend(load_engine, model=served, threads=threads, context=context)
 
 
 def _llama_backend(settings: Settings, path: Path, packaged: PackagedModel | None) -> EmbeddedBackend:
+    cache_dir = settings.embedded.resolved_cache_dir()
+
     def load_engine(config: EngineConfig) -> Engine:
-        if packaged is not None:
-            verify(packaged, path)
+        engine_file(packaged, path, cache_dir, workers=config.threads)  # checked (built first if need be)
         return LlamaEngine.load(config)
 
     return EmbeddedBackend(
         EngineConfig.create(
-            path,
+            engine_path(packaged, path, cache_dir),
             threads=settings.embedded.threads,
             parallel_slots=settings.embedded.parallel_slots,
             slot_context=settings.embedded.slot_context,

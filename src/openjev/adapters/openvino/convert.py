@@ -29,14 +29,13 @@ from pathlib import Path
 
 import msgspec
 
+from openjev.adapters.embedded.built import MANIFEST, check_built, read_manifest, sha256_of
 from openjev.domain.errors import StartupError
 from openjev.logs import get_logger
 
 log = get_logger("openjev.openvino")
 MODEL_XML = "model.xml"
 MODEL_BIN = "model.bin"
-MANIFEST = "manifest.json"
-_CHUNK = 8 * 1024 * 1024
 _NO_DEVICE = "openjev-save-only"  # stops GenAI's pipeline once it has saved the model (see above)
 
 
@@ -69,31 +68,10 @@ def ensure_model(gguf_path: Path, source_sha256: str, cache_dir: Path, *, worker
 
 def verify(folder: Path) -> Manifest:
     """Re-hash the IR against its manifest; StartupError naming the folder to delete when they differ."""
-    try:
-        manifest = msgspec.json.decode((folder / MANIFEST).read_bytes(), type=Manifest)
-    except (OSError, msgspec.DecodeError) as exc:
-        raise StartupError(
-            f"the OpenVINO model in {folder} has no readable manifest ({exc}): delete the folder"
-        ) from None
+    manifest = read_manifest(folder, Manifest, "OpenVINO model")
     for name, expected in manifest.files.items():
-        actual = sha256_of(folder / name)
-        if actual != expected:
-            raise StartupError(
-                f"{folder / name} has sha256 {actual}, not the {expected} it was built with: it was damaged or "
-                f"changed; delete {folder} and start again to rebuild it"
-            )
+        check_built(folder / name, expected)
     return manifest
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    try:
-        with path.open("rb") as handle:
-            while block := handle.read(_CHUNK):
-                digest.update(block)
-    except OSError as exc:
-        raise StartupError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return digest.hexdigest()
 
 
 def _build(gguf_path: Path, source_sha256: str, target: Path, workers: int) -> None:
@@ -127,7 +105,7 @@ def convert(gguf_path: Path, out: Path, workers: int) -> None:
     """The child process's work: the Q8_0 GGUF, then OpenVINO GenAI's model of it saved in `out`."""
     import openvino_genai  # type: ignore[import-untyped]  # the child alone imports it
 
-    from openjev.adapters.openvino.requantize import requantize
+    from openjev.adapters.embedded.requantize import requantize
 
     staging = out / "staging"
     (staging / "no-tokenizer").mkdir(parents=True)

@@ -10,7 +10,7 @@ import pytest
 from gguf import GGMLQuantizationType as Q
 from gguf.quants import dequantize, quantize
 
-from openjev.adapters.openvino.requantize import CHUNK, q8_0_blocks, requantize
+from openjev.adapters.embedded.requantize import CHUNK, q8_0_blocks, requantize
 
 
 def test_q8_0_blocks_match_ggml_reference_rounding_bit_for_bit() -> None:
