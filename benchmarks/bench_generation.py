@@ -1,7 +1,7 @@
 """Side-by-side benchmark: openjev's 12-question request against one JSON-schema-constrained generation.
 
 Run: `uv run python benchmarks/bench_generation.py [--requests N] [--model NAME] [--threads N]`
-(default model: `smollm2-135m`; `--model qwen2.5-coder-1.5b` measures the default model of the server).
+(default model: `smollm2-135m`; `--model qwen2.5-coder-1.5b-decisions` measures the default model of the server).
 
 In one run, on the same model file and the same number of threads:
 

@@ -18,8 +18,8 @@ from typing import Any
 import xllamacpp  # type: ignore[import-untyped]
 
 from openjev.adapters.embedded.llama_engine import EngineConfig, available_cpus, engine_params
+from openjev.adapters.embedded.merged import engine_file
 from openjev.adapters.embedded.model import resolve_model_path
-from openjev.adapters.embedded.packaged_models import verify
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,10 +30,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 def verified_model_path(model: str) -> Path:
     """The model file the server would load for `model`, assembled and sha256-checked if packaged."""
-    model_path, packaged = resolve_model_path(model, Path.home() / ".cache" / "openjev")
-    if packaged is not None:
-        verify(packaged, model_path)
-    return model_path
+    cache = Path.home() / ".cache" / "openjev"
+    model_path, packaged = resolve_model_path(model, cache)
+    return engine_file(packaged, model_path, cache, workers=available_cpus())[0]  # a fine-tune: merged
 
 
 class LocalEngine:

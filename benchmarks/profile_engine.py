@@ -22,8 +22,8 @@ from typing import TypeVar
 
 from openjev.adapters.embedded.gguf_codec import GGUFCodec
 from openjev.adapters.embedded.llama_engine import available_cpus
+from openjev.adapters.embedded.merged import engine_file
 from openjev.adapters.embedded.model import resolve_model_path
-from openjev.adapters.embedded.packaged_models import verify
 from openjev.adapters.openvino.convert import ensure_model
 from openjev.adapters.openvino.engine import PIECE, EngineConfig, OpenVINOEngine, label_logprobs
 from openjev.contracts import systemone
@@ -50,10 +50,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     settings = load_settings()
-    path, packaged = resolve_model_path(None, settings.embedded.resolved_cache_dir())
-    assert packaged is not None
-    verify(packaged, path)
-    model_xml = ensure_model(path, packaged.sha256, settings.embedded.resolved_cache_dir())
+    cache = settings.embedded.resolved_cache_dir()
+    base, packaged = resolve_model_path(None, cache)
+    path, sha256 = engine_file(packaged, base, cache, workers=available_cpus())  # the default: merged
+    assert sha256 is not None
+    model_xml = ensure_model(path, sha256, cache)
     engine = OpenVINOEngine.load(EngineConfig(model_xml=model_xml, threads=available_cpus(), context=4096))
     codec = GGUFCodec.from_gguf(path)
     labels = verify_labels(codec, 64)
