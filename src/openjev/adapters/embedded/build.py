@@ -12,11 +12,12 @@ import importlib.util
 from pathlib import Path
 
 from openjev.adapters.embedded.backend import EmbeddedBackend
+from openjev.adapters.embedded.built import sha256_of
 from openjev.adapters.embedded.gguf_codec import GGUFCodec
 from openjev.adapters.embedded.llama_engine import Engine, EngineConfig, LlamaEngine, available_cpus
 from openjev.adapters.embedded.merged import describe_merged, engine_file, engine_path
 from openjev.adapters.embedded.model import describe_model, resolve_model_path
-from openjev.adapters.embedded.packaged_models import PackagedModel, sha256_of
+from openjev.adapters.embedded.packaged_models import PackagedModel
 from openjev.domain.errors import StartupError
 from openjev.domain.ports import PromptCodec, ScoringBackend
 from openjev.runtime import Runtime

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import msgspec
 
+from openjev.adapters.embedded.built import sha256_of
 from openjev.domain.debiasing import DebiasMode
 from openjev.domain.errors import StartupError
 
@@ -137,14 +138,6 @@ def part_path(part: ModelPart, install: str) -> Path:
     if not path.is_file():
         raise StartupError(f"`{part.distribution}` is installed but {path} is missing: reinstall it")
     return path
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        while chunk := file.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def model_file(model: PackagedModel, cache_dir: Path) -> Path:
