@@ -2,9 +2,10 @@
 
     python synthetic_decisions.py N SEED OUT.jsonl
 
-Five kinds (return requests under a shop's policy, claims against evidence, an agent's proposed
-action under an action policy, forum posts under moderation rules, bug-report severity), written
-in `openjev eval`'s item format. Names, goods, windows, dates (three formats), rules, option sets
+Six kinds (return requests under a shop's policy, claims against evidence, an agent's proposed
+action under an action policy, forum posts under moderation rules, bug-report severity, requests
+routed to an assistant's tools), written in `openjev eval`'s item format (returns and routing come
+from `synthetic_returns.py` and `synthetic_routing.py`). Names, goods, windows, dates (three formats), rules, option sets
 and phrasings are drawn at random; the gold answer is computed from what was drawn, so it is right
 by construction. The texts are this file's own: no item of any dev set is copied. Output is a
 function of N and SEED only.
@@ -12,10 +13,13 @@ function of N and SEED only.
 
 # ruff: noqa: E501  (the generated sentences are kept whole, one per line, to be read as written)
 
-import datetime as dt
 import json
 import random
 import sys
+
+import return_policies
+import synthetic_returns
+import synthetic_routing
 
 R = random.Random(int(sys.argv[2]))
 
@@ -24,118 +28,16 @@ def pick(xs):
     return R.choice(xs)
 
 
-SYL = ["bran", "cor", "del", "fen", "gal", "hol", "ket", "lum", "mor", "nav", "pel", "quil", "ros", "sten", "tav", "ver", "wyn", "zel", "ash", "bel", "cal", "dor"]  # fmt: skip
-
-
 def name():
-    return (pick(SYL) + pick(SYL) + pick(["", "ly", "ton", "wick", "field", "more", "a"])).capitalize()
-
-
-def datefmt(d):
-    f = R.random()
-    if f < 0.5:
-        return d.isoformat()
-    if f < 0.75:
-        return d.strftime("%B %-d, %Y")
-    return d.strftime("%-d %B %Y")
-
-
-# ---------------- returns
-GOODS = [
-    ("a wool sweater", "unworn, tags attached", "worn twice", "Unworn items with tags"),
-    ("a pair of running shoes", "unworn, in the original box", "worn on two runs", "Unworn shoes"),
-    ("a blender", "unused, still sealed", "used a few times", "Unused appliances in sealed packaging"),
-    ("a board game", "still shrink-wrapped", "opened and played once", "Sealed games"),
-    ("a scented candle", "never lit", "burned for an evening", "Candles that have never been lit"),
-    ("a skincare set", "unopened", "opened and tried", "Unopened cosmetics"),
-    ("a desk lamp", "unused, in its packaging", "used for a week", "Unused items in original packaging"),
-    ("a set of bed sheets", "unwashed, still folded in the package", "washed once", "Unwashed linens"),
-    ("a phone case", "unused", "used for a month", "Unused accessories"),
-    ("a rain jacket", "unworn with tags", "worn on a hike", "Unworn clothing with tags"),
-]
-RET = {
-    "approve_full_refund": "Accept the return and refund the full price to the original payment method.",
-    "approve_store_credit": "Accept the return and give store credit rather than a refund.",
-    "deny_outside_window": "Decline the return because it was requested after the return window.",
-    "deny_condition": "Decline the return because the item is not in the condition the policy requires.",
-    "deny_final_sale": "Decline the return because the item was sold as final sale.",
-    "escalate_to_human": "Send the request to a human agent for review.",
-    "offer_replacement": "Ship a replacement for the damaged or defective item.",
-}
+    return return_policies.name(R)
 
 
 def returns():
-    shop = name()
-    g = pick(GOODS)
-    w = pick([7, 10, 14, 15, 21, 30, 30, 45, 60, 90])
-    credit = R.random() < 0.35
-    rules = [
-        f"{g[3]} may be returned within {w} days of delivery for "
-        + ("store credit only, no refunds to cards" if credit else "a full refund")
-        + "."
-    ]
-    final = R.random() < 0.3
-    damaged_rule = R.random() < 0.4
-    big = R.random() < 0.25
-    if final:
-        rules.append("Items bought as final sale cannot be returned.")
-    if damaged_rule:
-        rules.append("Items that arrive damaged or defective are replaced free of charge, whatever the date.")
-    if big:
-        limit = pick([200, 300, 500])
-        rules.append(f"Any return of an order over ${limit} must be reviewed by a staff member.")
-    rules.append(
-        pick(
-            [
-                "Requests after the window are declined.",
-                "Later requests are declined.",
-                "Returns outside this window are not accepted.",
-            ]
-        )
-    )
-    policy = " ".join(f"{i + 1}) {r}" for i, r in enumerate(rules))
-    deliv = dt.date(2026, 1, 1) + dt.timedelta(days=R.randrange(300))
-    case = R.random()
-    late = case < 0.35
-    bad_cond = 0.35 <= case < 0.5
-    is_final = final and 0.5 <= case < 0.62
-    is_damaged = damaged_rule and 0.62 <= case < 0.72
-    k = R.randrange(w + 1, w + 40) if late else R.randrange(1, w + 1)
-    price = R.randrange(15, 900)
-    if is_damaged:
-        gold = "offer_replacement"
-        cond = pick(
-            ["it arrived with a cracked housing", "it arrived broken in the box", "it stopped working on the first day"]
-        )
-    elif late:
-        gold = "deny_outside_window"
-        cond = g[1]
-    elif is_final:
-        gold = "deny_final_sale"
-        cond = g[1] + ", bought in the final-sale clearance"
-    elif bad_cond:
-        gold = "deny_condition"
-        cond = g[2]
-    elif big and price > limit:
-        gold = "escalate_to_human"
-        cond = g[1]
-    else:
-        gold = "approve_store_credit" if credit else "approve_full_refund"
-        cond = g[1]
-    req = deliv + dt.timedelta(days=k)
-    state = f"Policy ({shop}): {policy} Request: {g[0].capitalize()} (${price}) was delivered on {datefmt(deliv)}. The customer asked to return it on {datefmt(req)}. {cond.capitalize()}."
-    pool = {x: RET[x] for x in RET}
-    must = {gold, "deny_outside_window", "approve_store_credit" if credit else "approve_full_refund"}
-    keys = sorted(must) + R.sample([x for x in pool if x not in must], R.randrange(1, 3))
-    R.shuffle(keys)
-    ins = pick(
-        [
-            "Under this policy, what should the decision on the return request be?",
-            "How should the return request be handled under the shop's policy?",
-            "Applying the policy above, which decision is correct?",
-        ]
-    )
-    return state, ins, {x: pool[x] for x in keys}, gold
+    return synthetic_returns.returns(R)
+
+
+def routing():
+    return synthetic_routing.routing(R)
 
 
 # ---------------- claims
@@ -374,7 +276,7 @@ def triage():
     return t, pick(["What priority should this ticket be assigned?", "How severe is this report?"]), dict(TRI), gold
 
 
-GENS = [returns] * 4 + [claims] * 2 + [action] * 2 + [moderation] * 2 + [triage] * 2
+GENS = [returns] * 5 + [claims] * 2 + [action] * 2 + [moderation] * 2 + [triage] * 2 + [routing] * 2
 n = int(sys.argv[1])
 with open(sys.argv[3], "w") as out:
     for i in range(n):
