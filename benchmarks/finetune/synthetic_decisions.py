@@ -7,8 +7,8 @@ action under an action policy, forum posts under moderation rules, bug-report se
 routed to an assistant's tools), written in `openjev eval`'s item format; returns and routing come
 from `synthetic_returns.py` and `synthetic_routing.py`. Names, goods, windows, dates (three
 formats), rules, option sets and phrasings are drawn at random; the gold answer is computed from
-what was drawn, so it is right by construction. The texts are this file's own: no item of any dev set is copied. Output is a
-function of N and SEED only.
+what was drawn, so it is right by construction. The texts are these files' own: no item of any
+dev set is copied. Output is a function of N and SEED only.
 """
 
 # ruff: noqa: E501  (the generated sentences are kept whole, one per line, to be read as written)

@@ -238,13 +238,12 @@ def returns(r: random.Random) -> tuple[str, str, dict[str, str], str]:
     case = r.choice(p.cases)
     c = Case(
         k=r.randrange(min(3, p.w), p.w + 1),
-        deliv=dt.date(2026, 1, 1),
+        deliv=dt.date(2026, 1, 1) + dt.timedelta(days=r.randrange(20, 300)),  # drawn after k, as ever
         item=goods[0],
         cond=goods[1],
         gold=p.base,
         goods=goods,
     )
-    c.deliv += dt.timedelta(days=r.randrange(20, 300))
     CASES[case](r, p, c)
     _context(r, p, case, c)
     state = (
