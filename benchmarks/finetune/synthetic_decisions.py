@@ -1,6 +1,6 @@
 """Synthetic decisions that apply a written rule to a case, each labelled by the rule itself.
 
-    python synthetic_decisions.py N SEED OUT.jsonl
+    python synthetic_decisions.py N SEED OUT.jsonl [--contrast]
 
 Six kinds (return requests under a shop's policy, claims against evidence, an agent's proposed
 action under an action policy, forum posts under moderation rules, bug-report severity, requests
@@ -34,6 +34,10 @@ def name():
 
 def returns():
     return synthetic_returns.returns(R)
+
+
+def returns_contrast():
+    return synthetic_returns.returns_contrast(R)
 
 
 def routing():
@@ -277,19 +281,23 @@ def triage():
 
 
 GENS = [returns] * 5 + [claims] * 2 + [action] * 2 + [moderation] * 2 + [triage] * 2 + [routing] * 2
+if sys.argv[4:] == ["--contrast"]:  # about four items a draw, so drawn a fifth as often
+    GENS = [returns_contrast] + [g for g in GENS if g is not returns]
 n = int(sys.argv[1])
 with open(sys.argv[3], "w") as out:
-    for i in range(n):
+    i = 0
+    while i < n:
         g = pick(GENS)
-        state, ins, crit, gold = g()
-        out.write(
-            json.dumps(
-                {
-                    "id": f"syn-{g.__name__}-{i}",
-                    "state": state,
-                    "question": {"type": "choice", "instructions": ins, "criteria": crit},
-                    "gold": gold,
-                }
+        for state, ins, crit, gold in (g() if g is returns_contrast else [g()])[: n - i]:
+            out.write(
+                json.dumps(
+                    {
+                        "id": f"syn-{g.__name__}-{i}",
+                        "state": state,
+                        "question": {"type": "choice", "instructions": ins, "criteria": crit},
+                        "gold": gold,
+                    }
+                )
+                + "\n"
             )
-            + "\n"
-        )
+            i += 1

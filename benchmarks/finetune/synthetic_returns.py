@@ -4,8 +4,9 @@ Used by `synthetic_decisions.py`. A policy is assembled from the clauses return 
 hold (a window or tiers of windows, member and holiday extensions, final sale with or without a
 defect exception, excluded categories, condition rules and restocking fees, exchange-only
 discounts, vouchers refunded as credit, cases a person must review whatever the date); then one
-case is drawn that exactly one clause decides, or none (an ordinary request). Exactly one reading
-of the policy fits each case, so the label is right by construction.
+case is drawn that exactly one clause decides, or none (an ordinary request), or, for
+`returns_contrast`, one case for each answer the policy can lead to. Exactly one reading of the
+policy fits each case, so the label is right by construction.
 """
 
 # ruff: noqa: E501  (the generated sentences are kept whole, one per line, to be read as written)
@@ -206,8 +207,9 @@ def _request(r: random.Random, case: str, c: Case) -> str:
     return " ".join([text, *c.extras])
 
 
-def _criteria(r: random.Random, p: Policy, gold: str) -> tuple[dict[str, str], str]:
-    must = {gold, p.base, "deny_outside_window"}
+def _criteria(r: random.Random, p: Policy, golds: set[str]) -> tuple[dict[str, str], Callable[[str], str]]:
+    """The options offered, and how a case's answer reads among them (one catch-all refusal, at times)."""
+    must = {*golds, p.base, "deny_outside_window"}
     relevant = (
         ("deny_final_sale", p.final),
         ("deny_condition", p.condition and not p.restocking),
@@ -229,13 +231,19 @@ def _criteria(r: random.Random, p: Policy, gold: str) -> tuple[dict[str, str], s
     if r.random() < 0.15 and len(refusals) > 1:  # one catch-all refusal instead of reasons
         criteria = {x: d for x, d in criteria.items() if not x.startswith("deny_")}
         criteria["deny_return"] = "Decline the return."
-        gold = "deny_return" if gold.startswith("deny_") else gold
-    return criteria, gold
+        return criteria, lambda gold: "deny_return" if gold.startswith("deny_") else gold
+    return criteria, lambda gold: gold
 
 
-def returns(r: random.Random) -> tuple[str, str, dict[str, str], str]:
-    shop, p, goods = draw_policy(r)
-    case = r.choice(p.cases)
+INSTRUCTIONS = [
+    "Under this policy, what should the decision on the return request be?",
+    "How should the return request be handled under the shop's policy?",
+    "Applying the policy above, which decision is correct?",
+]
+Item = tuple[str, str, dict[str, str], str]
+
+
+def _case(r: random.Random, p: Policy, goods: tuple[str, str, str, str], case: str) -> Case:
     c = Case(
         k=r.randrange(min(3, p.w), p.w + 1),
         deliv=dt.date(2026, 1, 1) + dt.timedelta(days=r.randrange(20, 300)),  # drawn after k, as ever
@@ -246,18 +254,39 @@ def returns(r: random.Random) -> tuple[str, str, dict[str, str], str]:
     )
     CASES[case](r, p, c)
     _context(r, p, case, c)
-    state = (
-        f"Policy ({shop}): "
-        + " ".join(f"{i + 1}) {x}" for i, x in enumerate(p.rules))
-        + " Request: "
-        + _request(r, case, c)
-    )
-    criteria, gold = _criteria(r, p, c.gold)
-    ins = r.choice(
-        [
-            "Under this policy, what should the decision on the return request be?",
-            "How should the return request be handled under the shop's policy?",
-            "Applying the policy above, which decision is correct?",
-        ]
-    )
-    return state, ins, criteria, gold
+    return c
+
+
+def _state(r: random.Random, shop: str, p: Policy, case: str, c: Case) -> str:
+    rules = " ".join(f"{i + 1}) {x}" for i, x in enumerate(p.rules))
+    return f"Policy ({shop}): {rules} Request: " + _request(r, case, c)
+
+
+def returns(r: random.Random) -> Item:
+    shop, p, goods = draw_policy(r)
+    case = r.choice(p.cases)
+    c = _case(r, p, goods, case)
+    state = _state(r, shop, p, case, c)
+    criteria, read = _criteria(r, p, {c.gold})
+    return state, r.choice(INSTRUCTIONS), criteria, read(c.gold)
+
+
+def returns_contrast(r: random.Random) -> list[Item]:
+    """One policy and one request for each answer it can lead to, all asked with the same options.
+
+    The design of a contrastive benchmark, where each policy comes with one case per option: the
+    same rule text must be read to different answers by the facts of each case, and the rarer
+    outcomes (a person reviews it, a category is excluded) are as frequent as an ordinary refund.
+    """
+    shop, p, goods = draw_policy(r)
+    kinds = sorted(set(p.cases))
+    by_gold: dict[str, tuple[str, Case]] = {}
+    for case in r.sample(kinds, len(kinds)):  # which case stands for an answer is drawn too
+        c = _case(r, p, goods, case)
+        by_gold.setdefault(c.gold, (case, c))
+    criteria, read = _criteria(r, p, set(by_gold))
+    ins = r.choice(INSTRUCTIONS)
+    items: dict[str, Item] = {}
+    for gold, (case, c) in by_gold.items():
+        items.setdefault(read(gold), (_state(r, shop, p, case, c), ins, criteria, read(gold)))
+    return list(items.values())
