@@ -281,9 +281,10 @@ def triage():
 
 
 GENS = [returns] * 5 + [claims] * 2 + [action] * 2 + [moderation] * 2 + [triage] * 2 + [routing] * 2
-if sys.argv[4:] not in ([], ["--contrast"]):
+contrast = sys.argv[4:] == ["--contrast"]
+if sys.argv[4:] and not contrast:
     raise SystemExit(f"unknown arguments {sys.argv[4:]}; usage: synthetic_decisions.py N SEED OUT.jsonl [--contrast]")
-if sys.argv[4:] == ["--contrast"]:  # about four items a draw, so drawn a fifth as often
+if contrast:  # about four items a draw, so drawn a fifth as often
     GENS = [returns_contrast] + [g for g in GENS if g is not returns]
 n = int(sys.argv[1])
 with open(sys.argv[3], "w") as out:
