@@ -1,6 +1,9 @@
 """Write a trained LoRA adapter (PEFT's files) as a GGUF adapter in llama.cpp's layout, which openjev merges.
 
-    python export_adapter.py ADAPTER_DIR [ADAPTER_DIR ...] OUT.gguf [--type f16|q8_0] [--rank R]
+    python export_adapter.py ADAPTER [ADAPTER ...] OUT.gguf [--type f16|q8_0] [--rank R]
+
+An ADAPTER is a PEFT adapter directory or a GGUF adapter this script wrote (the one openjev ships,
+for instance), so that a new run can be averaged with runs whose directories are gone.
 
 Each adapted matrix `blk.N.<part>.weight` gets two tensors, `<name>.lora_a` (rank × inputs) and
 `<name>.lora_b` (outputs × rank), and the file says `adapter.lora.alpha`, so the update is
@@ -24,7 +27,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 from dequantize_gguf import LAYER
-from gguf.quants import quantize
+from gguf.quants import dequantize, quantize
 from safetensors.numpy import load_file
 
 PARTS = {hf: name for name, hf in LAYER.items()}  # Transformers module → GGUF tensor part
@@ -32,6 +35,8 @@ PARTS = {hf: name for name, hf in LAYER.items()}  # Transformers module → GGUF
 
 def factors(adapter: Path) -> tuple[float, dict[str, tuple[np.ndarray, np.ndarray]]]:
     """alpha, and per GGUF matrix name the (A, B) factors in float32."""
+    if adapter.suffix == ".gguf":
+        return gguf_factors(adapter)
     config = json.loads((adapter / "adapter_config.json").read_text())
     weights = load_file(adapter / "adapter_model.safetensors")
     out = {}
@@ -43,6 +48,20 @@ def factors(adapter: Path) -> tuple[float, dict[str, tuple[np.ndarray, np.ndarra
         b = weights[key.replace("lora_A", "lora_B")]
         out[f"blk.{layer}.{PARTS[part]}.weight"] = (a.astype(np.float32), b.astype(np.float32))
     return float(config["lora_alpha"]), out
+
+
+def gguf_factors(adapter: Path) -> tuple[float, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """The same from a GGUF adapter: its tensors dequantized, its alpha read from its metadata."""
+    reader = gguf.GGUFReader(adapter)
+    field = reader.get_field(gguf.Keys.Adapter.LORA_ALPHA)
+    if field is None:
+        raise SystemExit(f"{adapter}: not a LoRA adapter (no {gguf.Keys.Adapter.LORA_ALPHA})")
+    tensors = {t.name: dequantize(t.data, t.tensor_type).astype(np.float32) for t in reader.tensors}
+    out = {}
+    for name, a in tensors.items():
+        if name.endswith(".lora_a"):
+            out[name.removesuffix(".lora_a")] = (a, tensors[name.removesuffix("a") + "b"])
+    return float(field.contents()), out
 
 
 def average(adapters: list[Path]) -> tuple[float, dict[str, tuple[np.ndarray, np.ndarray]]]:
@@ -70,7 +89,7 @@ def truncate(a: np.ndarray, b: np.ndarray, rank: int) -> tuple[np.ndarray, np.nd
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("adapters", type=Path, nargs="+", metavar="ADAPTER_DIR")
+    parser.add_argument("adapters", type=Path, nargs="+", metavar="ADAPTER")
     parser.add_argument("out", type=Path)
     parser.add_argument("--type", choices=["f16", "q8_0"], default="q8_0")
     parser.add_argument("--rank", type=int, help="keep each update's R leading directions")
