@@ -13,11 +13,11 @@ An item whose options cannot all be covered so goes without. The model then lear
 examples in the prompt, not only without.
 """
 
+import collections
 import json
 import os
 import random
 import sys
-from collections.abc import Sequence
 
 import msgspec
 
@@ -43,17 +43,19 @@ def alike(a: str, b: str) -> bool:
     return len(x & y) > 0.8 * min(len(x), len(y))
 
 
-def solved_examples(item: dict, items: Sequence[dict], rnd: random.Random) -> tuple[Example, ...]:
-    """One solved case per option of `item`, from the other items of its kind; () when one is missing."""
-    criteria = item["question"]["criteria"]
+def solved_examples(
+    item: dict, by_answer: dict[tuple[str, str], list[dict]], rnd: random.Random
+) -> tuple[Example, ...]:
+    """One solved case per option of `item`, from the other items of its kind; () when one is missing.
+
+    `by_answer`: the file's items by kind and gold answer, in file order.
+    """
     examples = []
-    for index, (key, text) in enumerate(criteria.items()):
+    for index, (key, text) in enumerate(item["question"]["criteria"].items()):
         found = [
             other
-            for other in items
+            for other in by_answer[(kind_of(item), key)]
             if other is not item
-            and kind_of(other) == kind_of(item)
-            and other["gold"] == key
             and other["question"]["criteria"].get(key) == text
             and not alike(other["state"], item["state"])
         ]
@@ -61,6 +63,24 @@ def solved_examples(item: dict, items: Sequence[dict], rnd: random.Random) -> tu
             return ()
         examples.append(Example(state=Document(text=rnd.choice(found)["state"]), answer=index))
     return tuple(examples)
+
+
+def load(path: str) -> list[dict]:
+    """The file's decisions; every state a text, since only those render here (and serve as examples)."""
+    with open(path) as source:
+        items = [json.loads(line) for line in source]
+    for item in items:
+        if not isinstance(item["state"], str):
+            raise SystemExit(f"{item['id']}: only text states are rendered here")
+    return items
+
+
+def by_kind_and_answer(items: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    """The items by kind and gold answer, in file order: where `solved_examples` looks for cases."""
+    found: dict[tuple[str, str], list[dict]] = collections.defaultdict(list)
+    for item in items:
+        found[(kind_of(item), item["gold"])].append(item)
+    return found
 
 
 def main() -> None:
@@ -80,11 +100,8 @@ def main() -> None:
     labels = verified_labels(codec, settings)
     extra = int(args[2]) if len(args) > 2 else 0
     rnd = random.Random(7)
-    with open(args[0]) as source:
-        items = [json.loads(line) for line in source]
-    for item in items:
-        if not isinstance(item["state"], str):
-            raise SystemExit(f"{item['id']}: only text states are rendered here")
+    items = load(args[0])
+    by_answer = by_kind_and_answer(items)
     picker = random.Random(11)  # its own stream: without --examples the orders drawn stay the same
     with open(args[1], "w") as out:
         for item in items:
@@ -98,7 +115,7 @@ def main() -> None:
                 orders.append(tuple(order))
             ask = CHOICE.ask(question["instructions"], list(question["criteria"].items()))
             if share and picker.random() < share:
-                ask = msgspec.structs.replace(ask, examples=solved_examples(item, items, picker))
+                ask = msgspec.structs.replace(ask, examples=solved_examples(item, by_answer, picker))
             plan = build_plan(
                 Document(text=item["state"]),
                 [ask],

@@ -118,7 +118,10 @@ def main() -> None:
         branch = rnd.choice(row["branches"])
         long = len(row["prefix"]) + len(branch["suffix"]) > args.checkpoint_above
         if long != checkpointing:
-            model.gradient_checkpointing_enable() if long else model.gradient_checkpointing_disable()
+            if long:
+                model.gradient_checkpointing_enable()
+            else:
+                model.gradient_checkpointing_disable()
             checkpointing = long
         logits = model(input_ids=torch.tensor([row["prefix"] + branch["suffix"]])).logits[0, -1].float()
         loss = -torch.log_softmax(logits[branch["labels"]], -1)[branch["order"].index(row["gold"])]
