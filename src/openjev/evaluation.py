@@ -28,7 +28,6 @@ from openjev.domain.labels import LabelSet
 from openjev.domain.limits import Limits
 from openjev.domain.outcome import Outcome, Timings, Work
 from openjev.domain.ports import CallUsage, LabelScores, PromptCodec, ScoringBackend
-from openjev.domain.prompt import PromptPlan
 from openjev.domain.validation import validate_vocabulary
 from openjev.evaluation_plan import (
     EvaluatorConfig,
@@ -101,8 +100,8 @@ class Evaluator:
         prepared = plan(decision, self._codec, self._labels, self._config)
         vocab_size = self._calls.backend.vocab_size()
         validate_vocabulary(prepared.plan, decision, vocab_size)
-        if prepared.prior_plan is not None:
-            validate_vocabulary(prepared.prior_plan, decision, vocab_size)
+        for _, extra in prepared.measured():
+            validate_vocabulary(extra, decision, vocab_size)
         return prepared
 
     async def evaluate(self, prepared: Prepared) -> Outcome:
@@ -125,7 +124,7 @@ class Evaluator:
     async def _run(self, prepared: Prepared, in_flight: set[str]) -> Outcome:
         """Warm the prefix, score every branch and missing prior, keep the new priors, combine."""
         branches = prepared.plan.branches
-        priors, missing = self._cached_priors(prepared.prior_plan)
+        priors, missing = self._cached_priors(prepared)
         hits = len(priors)
         start = self._clock()
         prefix, head = list(prepared.plan.prefix_ids), prepared.plan.head_tokens
@@ -139,27 +138,35 @@ class Evaluator:
         branch_scores, prior_scores = scores[: len(branches)], scores[len(branches) :]
         for prior, score in zip(missing, prior_scores, strict=True):
             self._priors.put(prior.key, score.logprobs)
-            priors[PriorSlot(prior.branch.ask, prior.branch.order)] = score.logprobs
+            priors[prior.slot] = score.logprobs
+        answers = (prepared.decision, branches, branch_scores, priors, self._config)
+        # Fitting offsets on many examples of many options takes a while (0.2 s for 32 examples of
+        # 64 options): off the event loop, so that other requests go on meanwhile.
+        found = await asyncio.to_thread(results, *answers) if prepared.example_plans else results(*answers)
         return Outcome(
-            results=results(prepared.decision, branches, branch_scores, priors, self._config),
+            results=found,
             work=_work(prepared, warms, scores, hits),
             timings=Timings(prefill=warmed - start, branches=done - warmed),
         )
 
-    def _cached_priors(self, prior_plan: PromptPlan | None) -> tuple[dict[PriorSlot, Logprobs], list[MissingPrior]]:
-        """The priors the cache holds, by slot, and the ones still to be measured."""
+    def _cached_priors(self, prepared: Prepared) -> tuple[dict[PriorSlot, Logprobs], list[MissingPrior]]:
+        """The priors (content-free, or on worked examples) the cache holds, by slot, and the ones still to measure.
+
+        An answer on a worked example depends only on the model and its exact prompt, like a prior, so
+        requests sending the same examples with the same question pay for them once.
+        """
         found: dict[PriorSlot, Logprobs] = {}
         missing: list[MissingPrior] = []
-        if prior_plan is None:
-            return found, missing
-        for branch in prior_plan.branches:
-            token_ids = [*prior_plan.prefix_ids, *branch.suffix_ids]
-            key = prior_key(token_ids, branch.label_ids)
-            cached = self._priors.get(key)
-            if cached is None:
-                missing.append(MissingPrior(key, branch, token_ids))
-            else:
-                found[PriorSlot(branch.ask, branch.order)] = cached
+        for example, measured in prepared.measured():
+            for branch in measured.branches:
+                slot = PriorSlot(branch.ask, branch.order, example)
+                token_ids = [*measured.prefix_ids, *branch.suffix_ids]
+                key = prior_key(token_ids, branch.label_ids)
+                cached = self._priors.get(key)
+                if cached is None:
+                    missing.append(MissingPrior(key, slot, branch, token_ids))
+                else:
+                    found[slot] = cached
         return found, missing
 
 

@@ -1,22 +1,24 @@
 """The use case's pure half: what a decision asks of the backend, and how its scores become results.
 
 `plan` turns a decision into a `Prepared`: the prompt plan (the shared prefix and one branch per
-ask and option order), checked against the limits, and the plan of the answer priors bias removal
-needs (the calibrated asks on a content-free state). `branch_requests` lists the single-token
-calls a prepared decision makes after its warm-up; `results` combines their scores, per ask, into
-the answers. No I/O here: running the calls is `backend_calls`, holding the priors `prior_cache`.
+ask and option order), checked against the limits, and the plans of the answer priors bias removal
+needs (the calibrated asks on a content-free state; for `fit`, each ask on each of its worked
+examples). `branch_requests` lists the single-token calls a prepared decision makes after its
+warm-up; `results` combines their scores, per ask, into the answers. No I/O here: running the calls
+is `backend_calls`, holding the priors `prior_cache`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 
-from openjev.domain.answers import Asked, distribution, under_policy
-from openjev.domain.debiasing import DebiasMode, DebiasPolicy, Order, option_orders
-from openjev.domain.decision import Ask, Decision
+from openjev.domain.answers import Asked, combined, distribution, under_policy
+from openjev.domain.debiasing import DebiasMode, DebiasPolicy, Order, log_softmax, option_orders
+from openjev.domain.decision import Ask, Decision, State
 from openjev.domain.errors import InvalidRequest, echo
+from openjev.domain.example_fit import fit_offsets
 from openjev.domain.kinds import rules
 from openjev.domain.labels import LabelSet
 from openjev.domain.limits import Limits
@@ -60,18 +62,34 @@ class Prepared(msgspec.Struct, frozen=True):
     plan: PromptPlan
     prior_plan: PromptPlan | None = None  # the calibrated asks on a content-free state (each branch: one prior)
     label_mass: bool = False  # measure each branch's label mass (asked for, or the refusal policy needs it)
+    example_plans: tuple[ExamplePlan, ...] = ()  # `fit`: each worked example asked like the case
 
     @property
     def priors(self) -> PromptPlan | None:
         """The plan of the priors (the name the golden prompt tests read)."""
         return self.prior_plan
 
+    def measured(self) -> list[tuple[int | None, PromptPlan]]:
+        """The plans besides the case's, by the example they are on (None: the content-free priors')."""
+        prior: list[tuple[int | None, PromptPlan]] = [(None, self.prior_plan)] if self.prior_plan is not None else []
+        return prior + [(e.example, e.plan) for e in self.example_plans]
+
+
+class ExamplePlan(msgspec.Struct, frozen=True):
+    """A worked example asked like the case, to fit its ask's offsets: which ask and example, the plan."""
+
+    ask: int
+    example: int
+    plan: PromptPlan
+
 
 class PriorSlot(msgspec.Struct, frozen=True):
-    """Which prior: the ask (by position) and the option order it was measured in."""
+    """Which prior: the ask (by position), the option order it was measured in, and the state:
+    the content-free one (`example` None) or the ask's worked example of that index (`fit`)."""
 
     ask: int
     order: Order
+    example: int | None = None
 
 
 class BranchRequest(msgspec.Struct, frozen=True):
@@ -83,9 +101,10 @@ class BranchRequest(msgspec.Struct, frozen=True):
 
 
 class MissingPrior(msgspec.Struct, frozen=True):
-    """A prior the cache lacks: its cache key, its branch in the prior plan, and its prompt's ids."""
+    """A prior the cache lacks: its cache key, its slot, its branch in its plan, and its prompt's ids."""
 
     key: bytes
+    slot: PriorSlot
     branch: Branch
     token_ids: list[int]
 
@@ -101,25 +120,51 @@ def plan(decision: Decision, codec: PromptCodec, labels: LabelSet, config: Evalu
         return ((),)
 
     calibrated = [i for i, ask in enumerate(decision.asks) if policy.calibrate and rules(ask).calibratable]
+    # With `fit`, the examples are asked about on their own instead of being shown before the state.
+    shown = tuple(msgspec.structs.replace(a, examples=()) for a in decision.asks) if policy.fit else decision.asks
     # What cannot fit is refused from the byte counts, before tokenizing (seconds for a large state),
-    # every call bias removal adds counted.
-    text = prompt_text(decision.state, decision.asks, labels, dates=config.date_facts)
+    # every call bias removal adds counted (a worked example's own calls are checked once tokenized).
+    text = prompt_text(decision.state, shown, labels, dates=config.date_facts)
     prefix_floor, ask_floors = token_floors(text, codec)
-    counts = [len(orders(ask)) for ask in decision.asks]
+    counts = [len(orders(ask)) for ask in shown]
     calls = [(n, n if i in calibrated else 0) for i, n in enumerate(counts)]
     validate_token_floor(prefix_floor, ask_floors, decision, config.limits, config.branch_limit, calls)
-    prompt = build_plan(decision.state, decision.asks, codec, labels, orders, text, decision.state_where)
+    prompt = build_plan(decision.state, shown, codec, labels, orders, text, decision.state_where)
     prior_plan = None
     if calibrated:
         asks = [decision.asks[i] for i in calibrated]
         empty = build_plan(content_free(decision.state), asks, codec, labels, orders, dates=config.date_facts)
         branches = tuple(msgspec.structs.replace(b, ask=calibrated[b.ask]) for b in empty.branches)
         prior_plan = PromptPlan(prefix_ids=empty.prefix_ids, branches=branches)
-    validate_tokens(prompt, decision, config.limits, config.branch_limit, prior_plan)
+    examples = tuple(
+        ExamplePlan(i, j, _on_state(example.state, i, shown[i], codec, labels, orders, config))
+        for i, ask in enumerate(decision.asks)
+        if policy.fit
+        for j, example in enumerate(ask.examples)
+    )
+    validate_tokens(prompt, decision, config.limits, config.branch_limit, prior_plan, [e.plan for e in examples])
     refusing = decision.policy.refusals and config.refuse_below is not None
     return Prepared(
-        decision=decision, plan=prompt, prior_plan=prior_plan, label_mass=decision.policy.label_mass or refusing
+        decision=decision,
+        plan=prompt,
+        prior_plan=prior_plan,
+        label_mass=decision.policy.label_mass or refusing,
+        example_plans=examples,
     )
+
+
+def _on_state(
+    state: State,
+    index: int,
+    ask: Ask,
+    codec: PromptCodec,
+    labels: LabelSet,
+    orders: Callable[[Ask], Sequence[Order]],
+    config: EvaluatorConfig,
+) -> PromptPlan:
+    """The ask (the decision's `index`-th) on another state, in the case's orders: a worked example's calls."""
+    alone = build_plan(state, [ask], codec, labels, orders, dates=config.date_facts)
+    return PromptPlan(alone.prefix_ids, tuple(msgspec.structs.replace(b, ask=index) for b in alone.branches))
 
 
 def check_client_debias(decision: Decision, config: EvaluatorConfig) -> None:
@@ -153,16 +198,36 @@ def results(
     priors: dict[PriorSlot, Logprobs],
     config: EvaluatorConfig,
 ) -> tuple[Result, ...]:
-    """One result per ask: its orders combined, its prior divided out, under the refusal policy."""
+    """One result per ask: its orders combined, its prior divided out or its offsets fitted on its
+    worked examples added, under the refusal policy."""
     asked: list[list[Asked]] = [[] for _ in decision.asks]
     for branch, score in zip(branches, scores, strict=True):
         asked[branch.ask].append(Asked(branch.order, score.logprobs, score.label_mass))
     priors_by_ask: list[dict[Order, Logprobs]] = [{} for _ in decision.asks]
+    on_examples: dict[tuple[int, int], list[Asked]] = {}
     for slot, logprobs in priors.items():
-        priors_by_ask[slot.ask][slot.order] = logprobs
+        if slot.example is None:
+            priors_by_ask[slot.ask][slot.order] = logprobs
+        else:
+            on_examples.setdefault((slot.ask, slot.example), []).append(Asked(slot.order, logprobs))
     refuse_below = config.refuse_below if decision.policy.refusals else None
     answers = (
-        distribution(ask, asked[i], priors_by_ask[i], temperature=config.temperature, confidence=config.confidence)
+        distribution(
+            ask,
+            asked[i],
+            priors_by_ask[i],
+            temperature=config.temperature,
+            confidence=config.confidence,
+            offsets=_offsets(ask, [on_examples.get((i, j), []) for j in range(len(ask.examples))]),
+        )
         for i, ask in enumerate(decision.asks)
     )
     return tuple(under_policy(answer, refuse_below) for answer in answers)
+
+
+def _offsets(ask: Ask, on_examples: list[list[Asked]]) -> list[float] | None:
+    """The offsets fitted on the ask's worked examples (`fit`), or None when they were not asked about."""
+    if not on_examples or not all(on_examples):
+        return None
+    answers = [example.answer for example in ask.examples]
+    return fit_offsets([(log_softmax(combined(asked, {})), answers[j]) for j, asked in enumerate(on_examples)])

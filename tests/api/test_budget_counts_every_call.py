@@ -14,15 +14,21 @@ from tests.api.conftest import running
 pytestmark = pytest.mark.anyio
 
 CHOICES = {f"o{i}": f"Option number {i}" for i in range(5)}
-QUESTIONS = {
+QUESTIONS: dict[str, Any] = {
     **{f"c{i}": {"type": "choice", "instructions": f"Which option fits {i}?", "criteria": CHOICES} for i in range(4)},
     "n": {"type": "noul", "instructions": "Is it urgent?"},
     "s": {"type": "score", "instructions": "How bad?", "criteria": ["Low", "Mid", "High"]},
 }
 
 
+EXAMPLES = [{"state": f"Case {i}: the card was charged twice.", "answer": f"o{i}"} for i in range(5)]
+
+
 def request(mode: str) -> dict[str, Any]:
-    return {"model": "jev-latest", "state": "I was charged twice.", "questions": QUESTIONS, "x_debias": mode}
+    questions = QUESTIONS
+    if "fit" in mode:  # worked examples on one question, asked about on their own
+        questions = {**QUESTIONS, "c0": {**QUESTIONS["c0"], "x_examples": EXAMPLES}}
+    return {"model": "jev-latest", "state": "I was charged twice.", "questions": questions, "x_debias": mode}
 
 
 async def _sent(mode: str, budget: int) -> tuple[int, dict[str, Any]]:
@@ -33,7 +39,9 @@ async def _sent(mode: str, budget: int) -> tuple[int, dict[str, Any]]:
     return response.status_code, body
 
 
-@pytest.mark.parametrize("mode", ["none", "reverse", "rotate", "calibrate", "rotate+calibrate"])
+@pytest.mark.parametrize(
+    "mode", ["none", "reverse", "rotate", "calibrate", "rotate+calibrate", "fit", "reverse+fit", "rotate+fit"]
+)
 async def test_the_budget_is_exactly_the_input_tokens_the_backend_is_sent(mode: str) -> None:
     status, body = await _sent(mode, 10_000_000)
     assert status == 200, body

@@ -44,6 +44,18 @@ async def test_the_same_examples_give_the_same_answers_on_both_routes(client: Cl
     assert one["usage"]["input_tokens"] > bare["usage"]["input_tokens"]  # the examples are sent, and counted
 
 
+async def test_fitted_on_the_examples_the_routes_agree_and_the_examples_leave_the_prompt(client: Client) -> None:
+    fit = {"x_debias": "reverse+fit"}
+    one = (await client.post("/v1/systemone", json={**_systemone(examples=True), **fit})).json()
+    two = (await client.post("/v1/decisions", json={**_decisions(examples=True), **fit})).json()
+    (team,) = two["answers"]
+    assert {p["value"]: p["probability"] for p in team["probabilities"]} == one["answers"]["team"]["probabilities"]
+    bare = (await client.post("/v1/systemone", json={**_systemone(examples=False), **fit})).json()
+    assert one["answers"]["team"] != bare["answers"]["team"]  # the offsets moved the answer
+    # Each example is asked about in both orders on its own (one call per order), not shown before the state.
+    assert one["usage"]["output_tokens"] == bare["usage"]["output_tokens"] + 2 * len(CASES)
+
+
 async def test_a_wrong_example_answer_is_a_422_on_system_one_and_a_400_on_decisions(client: Client) -> None:
     body = _systemone(examples=True)
     body["questions"]["team"]["x_examples"][0]["answer"] = "sales"

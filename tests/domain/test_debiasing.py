@@ -72,6 +72,9 @@ def test_policy_from_mode() -> None:
     assert DebiasPolicy.of("rotate") == DebiasPolicy(rotate=True, calibrate=False)
     assert DebiasPolicy.of("calibrate") == DebiasPolicy(rotate=False, calibrate=True)
     assert DebiasPolicy.of("rotate+calibrate", 6) == DebiasPolicy(rotate=True, calibrate=True, max_orders=6)
+    assert DebiasPolicy.of("fit") == DebiasPolicy(rotate=False, calibrate=False, fit=True)
+    assert DebiasPolicy.of("rotate+fit", 6) == DebiasPolicy(rotate=True, calibrate=False, max_orders=6, fit=True)
+    assert DebiasPolicy.of("reverse+fit", 6) == DebiasPolicy(rotate=True, calibrate=False, max_orders=2, fit=True)
 
 
 def test_reverse_asks_the_order_sent_and_its_reverse_whatever_the_cap() -> None:

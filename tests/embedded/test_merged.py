@@ -123,7 +123,6 @@ def test_the_shipped_adapter_is_the_pinned_file_and_fits_the_packaged_base() -> 
         QWEN_CODER_15B.parts,
         QWEN_CODER_15B.sha256,
     )
-    assert QWEN_CODER_15B_DECISIONS.debias == "reverse"
 
 
 def test_a_fine_tuned_model_is_named_for_itself() -> None:

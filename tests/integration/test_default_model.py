@@ -1,6 +1,7 @@
 """The default model, Qwen2.5-Coder-1.5B-Instruct with openjev's decision adapter: its base assembled from
 its packages, verified, refused when corrupt (before anything is merged), and answering the example of
-docs/spec.md with its default bias removal (`reverse`: choice questions asked in both orders)."""
+docs/spec.md with its default bias removal (`reverse+fit`: choice questions asked in both orders, worked
+examples fitted on rather than shown)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -18,6 +20,7 @@ from openjev.adapters.openvino.backend import OpenVINOBackend
 from openjev.bootstrap import build_runtime, limits_from, serving
 from openjev.contracts import systemone
 from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
+from openjev.contracts.systemone.wire import SystemOneResponse
 from openjev.domain.errors import StartupError
 from openjev.evaluation import Evaluator
 from openjev.settings import load_settings
@@ -65,7 +68,7 @@ async def evaluator(cache: Path) -> AsyncIterator[Evaluator]:
 async def test_the_default_server_answers_the_spec_example_sensibly(evaluator: Evaluator, cache: Path) -> None:
     settings = load_settings({"OPENJEV_CACHE_DIR": str(cache)})
     request = systemone.parse(json.dumps(EXAMPLE_REQUEST).encode(), limits_from(settings), frozenset())
-    assert evaluator.debias == "reverse"
+    assert evaluator.debias == "reverse+fit"
     over = OverSystemOne(evaluator)
     result = await over.evaluate(over.prepare(request))
     answers = result.response.answers
@@ -91,3 +94,42 @@ async def test_the_default_models_template_renders_an_agents_tool_call_in_its_ow
         in (split.prefix_text)
     )
     assert not any(p.literal and "<tool_call>" in p.text for p in split.prefix)  # the template's own tags
+
+
+RETURN = {
+    "type": "choice",
+    "instructions": "Under a 21-day return window, what should the decision be?",
+    "criteria": {"approve": "Accept the return.", "deny_late": "Decline: asked too late."},
+    "x_examples": [
+        {"state": "Delivered 2026-03-01; asked on 2026-03-05; unworn.", "answer": "approve"},
+        {"state": "Delivered 2026-03-01; asked on 2026-04-20; unworn.", "answer": "deny_late"},
+    ],
+}
+
+
+async def test_the_default_fits_on_worked_examples_once_and_answers_without_showing_them(
+    evaluator: Evaluator, cache: Path
+) -> None:
+    settings = load_settings({"OPENJEV_CACHE_DIR": str(cache)})
+    over = OverSystemOne(evaluator)
+
+    async def ask(debias: str | None = None) -> SystemOneResponse:
+        body: dict[str, Any] = {
+            "model": "jev-latest",
+            "state": "Delivered 2026-08-04; asked on 2026-08-16; unworn.",
+            "questions": {"r": RETURN},
+        }
+        if debias is not None:
+            body["x_debias"] = debias
+        request = systemone.parse(json.dumps(body).encode(), limits_from(settings), frozenset())
+        return (await over.evaluate(over.prepare(request))).response
+
+    fitted = await ask()
+    assert fitted.usage.output_tokens == 1 + 2 + 2 * 2  # warm-up, both orders, each example in both orders
+    again = await ask()
+    assert again.usage.output_tokens == 1 + 2  # the answers on the examples come from the cache
+    assert again.answers == fitted.answers
+    assert fitted.answers["r"].choice == "approve"  # type: ignore[union-attr]
+    shown = await ask("reverse")
+    assert shown.usage.output_tokens == 2 + 2  # the examples' start warmed on its own, the prefix, both orders
+    assert shown.answers["r"].probabilities != fitted.answers["r"].probabilities  # type: ignore[union-attr]

@@ -13,6 +13,7 @@ import msgspec
 
 from openjev.domain.debiasing import Order, combine_orders, divide_prior, identity
 from openjev.domain.decision import Ask
+from openjev.domain.example_fit import shifted
 from openjev.domain.kinds import rules
 from openjev.domain.outcome import Distribution, Refusal, Result
 from openjev.domain.scoring_math import ConfidenceFormula
@@ -33,22 +34,31 @@ def distribution(
     *,
     temperature: float = 1.0,
     confidence: ConfidenceFormula = "typesafe",
+    offsets: Sequence[float] | None = None,
 ) -> Distribution:
-    """The ask's answer: its orders combined, its prior divided out where one was measured.
-
-    Asked once with no prior, the label log-probabilities go to the softmax as read.
+    """The ask's answer: its orders combined, its prior divided out where one was measured, then
+    shifted by the `offsets` fitted on its worked examples (`example_fit`), when it has some.
     """
-    if len(asked) == 1 and asked[0].order not in priors:
-        logprobs: Sequence[float] = asked[0].logprobs
-    else:
-        logprobs = combine_orders(
-            [(a.order or identity(len(a.logprobs)), _calibrated(a.logprobs, priors.get(a.order))) for a in asked]
-        )
+    logprobs = combined(asked, priors)
+    if offsets:
+        logprobs = shifted(logprobs, offsets)
     answer = rules(ask).answer(logprobs, temperature=temperature, confidence=confidence)
     masses = [a.label_mass for a in asked]
     if not masses or any(m is None for m in masses):
         return answer
     return msgspec.structs.replace(answer, label_mass=math.fsum(m for m in masses if m is not None) / len(masses))
+
+
+def combined(asked: Sequence[Asked], priors: Mapping[Order, Sequence[float]]) -> Sequence[float]:
+    """One ask's label log-probabilities by option from all its orders, each prior divided out.
+
+    Asked once with no prior, they are as read (the kind's softmax normalises them).
+    """
+    if len(asked) == 1 and asked[0].order not in priors:
+        return asked[0].logprobs
+    return combine_orders(
+        [(a.order or identity(len(a.logprobs)), _calibrated(a.logprobs, priors.get(a.order))) for a in asked]
+    )
 
 
 def under_policy(answer: Distribution, refuse_below: float | None) -> Result:

@@ -18,6 +18,9 @@ whatever the input. Two well-known, cheap corrections undo much of that:
 - Answer prior (contextual calibration, Zhao et al. 2021, "Calibrate Before Use"): the same question
   is asked about a content-free state ("N/A"); that distribution is what the model answers with no
   evidence, and it is divided out (subtracted in log space) before the answer is normalised.
+- Fitted offsets (`fit`): the same question is asked about each of the ask's worked examples, whose
+  answers are known, and the per-option log-offsets that make those answers most probable are added
+  to the case's (`example_fit`). The examples are then data for the fit, not turns of the prompt.
 
 An order is a tuple of original option indices, by position: order[k] is the option shown with the
 k-th label.
@@ -31,24 +34,30 @@ from typing import Literal, get_args
 
 import msgspec
 
-DebiasMode = Literal["none", "reverse", "rotate", "calibrate", "rotate+calibrate"]
+DebiasMode = Literal["none", "reverse", "rotate", "calibrate", "rotate+calibrate", "fit", "reverse+fit", "rotate+fit"]
 DEBIAS_MODES: tuple[str, ...] = get_args(DebiasMode)
 CONTENT_FREE_STATE = "N/A"
 Order = tuple[int, ...]
 
 
 class DebiasPolicy(msgspec.Struct, frozen=True):
-    """What a mode turns on; `max_orders` caps the orders a choice question is asked in."""
+    """What a mode turns on; `max_orders` caps the orders a choice question is asked in.
+
+    `fit`: an ask's worked examples are asked about like the case, and fit its answer's per-option
+    offsets (`example_fit`) instead of being shown in the prompt.
+    """
 
     rotate: bool
     calibrate: bool
     max_orders: int = 10
+    fit: bool = False
 
     @classmethod
     def of(cls, mode: DebiasMode, max_orders: int = 10) -> DebiasPolicy:
-        if mode == "reverse":  # the order sent and its reverse: `option_orders` with two orders at most
-            return cls(rotate=True, calibrate=False, max_orders=2)
-        return cls(rotate="rotate" in mode, calibrate="calibrate" in mode, max_orders=max_orders)
+        fit = mode.endswith("fit")
+        if mode.startswith("reverse"):  # the order sent and its reverse: `option_orders` with two orders at most
+            return cls(rotate=True, calibrate=False, max_orders=2, fit=fit)
+        return cls(rotate="rotate" in mode, calibrate="calibrate" in mode, max_orders=max_orders, fit=fit)
 
 
 def identity(n: int) -> Order:

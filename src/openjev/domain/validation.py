@@ -60,13 +60,18 @@ def json_depth(value: Any, stop_after: int) -> int:
 
 
 def validate_tokens(
-    plan: PromptPlan, decision: Decision, limits: Limits, branch_limit: int, priors: PromptPlan | None = None
+    plan: PromptPlan,
+    decision: Decision,
+    limits: Limits,
+    branch_limit: int,
+    priors: PromptPlan | None = None,
+    examples: Sequence[PromptPlan] = (),
 ) -> None:
     """Per-branch context (prompt + the one answer token) and the decision's total token budget.
 
     The budget counts what the backend is sent: the warm-ups (the worked examples' start, the prefix),
-    then every call whole (each ask in every option order, and every prior call, `priors`, whether
-    or not its prior is cached).
+    then every call whole (each ask in every option order, and every prior call, `priors`, and every
+    call on a worked example, `examples`, whether or not its answer is cached).
     """
     prefix = len(plan.prefix_ids)
     issues = [
@@ -74,7 +79,12 @@ def validate_tokens(
         for branch in plan.branches
         if prefix + len(branch.suffix_ids) + 1 > branch_limit
     ]
-    total = plan.head_tokens + prefix + plan.sent_tokens + (priors.sent_tokens if priors is not None else 0)
+    for example in examples:
+        needed = len(example.prefix_ids) + max(len(branch.suffix_ids) for branch in example.branches) + 1
+        if needed > branch_limit:
+            issues.append(_example_issue(decision.asks[example.branches[0].ask], needed, branch_limit))
+    sent = [*([priors] if priors is not None else []), *examples]
+    total = plan.head_tokens + prefix + plan.sent_tokens + sum(p.sent_tokens for p in sent)
     if total > limits.max_total_input_tokens:
         issues.append(_total_issue(decision.root, total, limits, ""))
     if issues:
@@ -119,11 +129,21 @@ def _branch_issue(ask: Ask, prefix: int, suffix: int, branch_limit: int, bound: 
     )
 
 
+def _example_issue(ask: Ask, needed: int, branch_limit: int) -> Issue:
+    return Issue(
+        ask.where,
+        f"a worked example of this question, asked like the case (x_debias fit), needs {needed} tokens; the "
+        f"limit per question is {branch_limit}: shorten the example, or leave fit out to show it in the prompt",
+        "tokens_exceeded",
+    )
+
+
 def _total_issue(root: Loc, total: int, limits: Limits, bound: str) -> Issue:
     return Issue(
         root,
         f"the request would send the backend {bound}{total} input tokens (the state's prefix, then every "
-        "call whole: each question in every option order bias removal asks, and each prior call); "
+        "call whole: each question in every option order bias removal asks, each prior call, and each "
+        "call on a worked example x_debias fit asks); "
         f"the limit is {limits.max_total_input_tokens}",
         "tokens_exceeded",
     )

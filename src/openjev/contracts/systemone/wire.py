@@ -170,7 +170,8 @@ class SystemOneRequest(msgspec.Struct):
         msgspec.Meta(
             description=(
                 "openjev extension: bias removal for this request (none, reverse, rotate, calibrate, "
-                "rotate+calibrate); the server's OPENJEV_DEBIAS when absent. See docs/quality.md."
+                "rotate+calibrate, fit, reverse+fit, rotate+fit); the server's OPENJEV_DEBIAS when absent. "
+                "See docs/quality.md."
             )
         ),
     ] = None
