@@ -182,6 +182,13 @@ def test_worked_examples_go_through_the_sdk_and_a_wrong_answer_is_its_bad_reques
     decision = client.decisions.create(model="jev-latest", input="rm -rf /prod", questions=[question])  # type: ignore[list-item]
     (answer,) = decision.answers
     assert answer.type == "predicate" and 0 <= answer.probability <= 1
+    fitted = client.decisions.create(
+        model="jev-latest",
+        input="rm -rf /prod",
+        questions=[question],  # type: ignore[list-item]
+        extra_body={"x_debias": "reverse+fit"},
+    )
+    assert fitted.usage is not None and fitted.usage.output_tokens == 1 + 1 + 2  # warm-up, the case, each example
     wrong = {**question, "x_examples": [{"input": "ls", "answer": "yes"}]}
     with pytest.raises(openai.BadRequestError) as info:
         client.decisions.create(model="jev-latest", input="rm -rf /prod", questions=[wrong])  # type: ignore[list-item]
