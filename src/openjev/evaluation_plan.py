@@ -130,14 +130,10 @@ def plan(decision: Decision, codec: PromptCodec, labels: LabelSet, config: Evalu
     calls = [(n, n if i in calibrated else 0) for i, n in enumerate(counts)]
     validate_token_floor(prefix_floor, ask_floors, decision, config.limits, config.branch_limit, calls)
     prompt = build_plan(decision.state, shown, codec, labels, orders, text, decision.state_where)
-    prior_plan = None
-    if calibrated:
-        asks = [decision.asks[i] for i in calibrated]
-        empty = build_plan(content_free(decision.state), asks, codec, labels, orders, dates=config.date_facts)
-        branches = tuple(msgspec.structs.replace(b, ask=calibrated[b.ask]) for b in empty.branches)
-        prior_plan = PromptPlan(prefix_ids=empty.prefix_ids, branches=branches)
+    empty = content_free(decision.state)
+    prior_plan = _on_state(empty, calibrated, shown, codec, labels, orders, config) if calibrated else None
     examples = tuple(
-        ExamplePlan(i, j, _on_state(example.state, i, shown[i], codec, labels, orders, config))
+        ExamplePlan(i, j, _on_state(example.state, [i], shown, codec, labels, orders, config))
         for i, ask in enumerate(decision.asks)
         if policy.fit
         for j, example in enumerate(ask.examples)
@@ -155,16 +151,17 @@ def plan(decision: Decision, codec: PromptCodec, labels: LabelSet, config: Evalu
 
 def _on_state(
     state: State,
-    index: int,
-    ask: Ask,
+    indices: Sequence[int],
+    asks: Sequence[Ask],
     codec: PromptCodec,
     labels: LabelSet,
     orders: Callable[[Ask], Sequence[Order]],
     config: EvaluatorConfig,
 ) -> PromptPlan:
-    """The ask (the decision's `index`-th) on another state, in the case's orders: a worked example's calls."""
-    alone = build_plan(state, [ask], codec, labels, orders, dates=config.date_facts)
-    return PromptPlan(alone.prefix_ids, tuple(msgspec.structs.replace(b, ask=index) for b in alone.branches))
+    """The asks at `indices` on another state, in the case's orders, their branches still naming them by
+    their index in the decision: the content-free priors' calls, or a worked example's."""
+    alone = build_plan(state, [asks[i] for i in indices], codec, labels, orders, dates=config.date_facts)
+    return PromptPlan(alone.prefix_ids, tuple(msgspec.structs.replace(b, ask=indices[b.ask]) for b in alone.branches))
 
 
 def check_client_debias(decision: Decision, config: EvaluatorConfig) -> None:

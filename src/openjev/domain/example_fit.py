@@ -17,6 +17,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from openjev.domain.debiasing import log_softmax
+from openjev.domain.scoring_math import softmax
+
 FIT_RIDGE = 0.01
 """The ridge on the offsets (per example, in nats²): chosen on the dev sets, see docs/quality.md."""
 
@@ -66,13 +69,6 @@ def shifted(logprobs: Sequence[float], offsets: Sequence[float]) -> list[float]:
     return [x + b for x, b in zip(logprobs, offsets, strict=True)]
 
 
-def _softmax(z: Sequence[float]) -> list[float]:
-    top = max(z)
-    e = [math.exp(x - top) for x in z]
-    total = math.fsum(e)
-    return [x / total for x in e]
-
-
 def _derivatives(
     cases: Sequence[tuple[Sequence[float], int]], offsets: Sequence[float], ridge: float
 ) -> tuple[list[float], list[list[float]]]:
@@ -82,7 +78,7 @@ def _derivatives(
     hessian = [[ridge if i == j else 0.0 for j in range(n)] for i in range(n)]
     weight = 1.0 / len(cases)
     for logprobs, answer in cases:
-        p = _softmax(shifted(logprobs, offsets))
+        p = softmax(shifted(logprobs, offsets))
         gradient[answer] -= weight
         for i in range(n):
             gradient[i] += weight * p[i]
@@ -111,9 +107,5 @@ def _solve(matrix: list[list[float]], vector: Sequence[float]) -> list[float]:
 
 
 def _objective(cases: Sequence[tuple[Sequence[float], int]], offsets: Sequence[float], ridge: float) -> float:
-    loss = 0.0
-    for logprobs, answer in cases:
-        z = shifted(logprobs, offsets)
-        top = max(z)
-        loss += top + math.log(math.fsum(math.exp(x - top) for x in z)) - z[answer]
+    loss = math.fsum(-log_softmax(shifted(logprobs, offsets))[answer] for logprobs, answer in cases)
     return loss / len(cases) + ridge / 2 * math.fsum(b * b for b in offsets)
