@@ -118,7 +118,7 @@ def test_the_default_is_the_qwen_model_and_every_package_is_pinned_in_the_embedd
     pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     assert DEFAULT_MODEL is QWEN_CODER_15B_DECISIONS and DEFAULT_MODEL.name == "qwen2.5-coder-1.5b-decisions"
     assert DEFAULT_MODEL.install == "uv sync" and DEFAULT_MODEL.debias == "reverse+fit"
-    assert QWEN_CODER_15B.debias == "reverse"  # the base: fitted examples were measured on the default only
+    assert QWEN_CODER_15B.debias == "reverse+fit"
     assert (DEFAULT_MODEL.temperature, QWEN_CODER_15B.temperature) == (2.4, None)
     assert DEFAULT_MODEL.parts == QWEN_CODER_15B.parts and QWEN_CODER_15B.adapter is None  # the base, adapted
     assert set(PACKAGED_MODELS) == {
