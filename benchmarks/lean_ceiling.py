@@ -15,7 +15,9 @@ question (an eval file and its option set):
   ascent over the points where an item's answer changes, started from zero and from the fitted offsets.
 
 If `best offsets` is under a target, no bias removal of this kind reaches it with this model: the
-errors left are answers the model gets wrong case by case, not a lean.
+errors left are answers the model gets wrong case by case, not a lean. The bound is loose for a
+question with few items per option (with one item per option, offsets can make nearly every item
+right), so read it on questions that many items share.
 """
 
 from __future__ import annotations
