@@ -26,11 +26,12 @@ import itertools
 import json
 import math
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
 from openjev.domain.example_fit import fit_offsets
+from openjev.domain.scoring_math import argmax
 
 Case = tuple[list[float], int]
 _FLOOR = 1e-300
@@ -43,11 +44,9 @@ _BEYOND = 50.0
 
 def right(cases: Sequence[Case], offsets: Sequence[float]) -> int:
     """How many cases' highest shifted log-probability is their gold option's."""
-    count = 0
-    for logs, gold in cases:
-        shifted = [value + offset for value, offset in zip(logs, offsets, strict=True)]
-        count += max(range(len(shifted)), key=shifted.__getitem__) == gold
-    return count
+    return sum(
+        argmax([value + offset for value, offset in zip(logs, offsets, strict=True)]) == gold for logs, gold in cases
+    )
 
 
 def _best_for(cases: Sequence[Case], offsets: list[float], option: int) -> tuple[int, float]:
@@ -82,26 +81,32 @@ def best_offsets(cases: Sequence[Case], start: Sequence[float]) -> int:
     return score
 
 
-def _groups(report: dict[str, object]) -> dict[tuple[str, tuple[str, ...]], list[Case]]:
+def _groups(report: dict[str, object]) -> tuple[dict[tuple[str, tuple[str, ...]], list[Case]], Counter[str]]:
+    """The choice items by question, and a count of the items left out, by why."""
     groups: dict[tuple[str, tuple[str, ...]], list[Case]] = defaultdict(list)
+    left_out: Counter[str] = Counter()
     files = report["files"]
     assert isinstance(files, list)
     for entry in files:
         for answer in entry["answers"]:
+            if "probabilities" not in answer:
+                left_out["the eval did not answer (its report has the error)"] += 1
+                continue
             keys = tuple(sorted(answer["probabilities"]))
             gold = str(answer["gold"])
             if gold not in keys:
-                continue  # a yes/no item: its probabilities are keyed by the words, not the gold
+                left_out["yes/no (its probabilities are keyed by the words, not the gold)"] += 1
+                continue
             logs = [math.log(max(answer["probabilities"][key], _FLOOR)) for key in keys]
             groups[(Path(entry["file"]).name, keys)].append((logs, keys.index(gold)))
-    return groups
+    return groups, left_out
 
 
 def main(path: str) -> None:
-    report = json.loads(Path(path).read_text())
+    groups, left_out = _groups(json.loads(Path(path).read_text()))
     totals = [0, 0, 0, 0]
     print(f"{'file':<28} {'options':>7} {'items':>5} {'answered':>8} {'fitted here':>11} {'best offsets':>12}")
-    for (name, keys), cases in sorted(_groups(report).items()):
+    for (name, keys), cases in sorted(groups.items()):
         fitted = fit_offsets(cases, _TINY_RIDGE)
         row = [
             len(cases),
@@ -112,6 +117,8 @@ def main(path: str) -> None:
         totals = [t + r for t, r in zip(totals, row, strict=True)]
         print(f"{name:<28} {len(keys):>7} {row[0]:>5} {row[1]:>8} {row[2]:>11} {row[3]:>12}")
     print(f"{'all':<28} {'':>7} {totals[0]:>5} {totals[1]:>8} {totals[2]:>11} {totals[3]:>12}")
+    for why, count in sorted(left_out.items()):
+        print(f"left out: {count} item{'' if count == 1 else 's'}, {why}", file=sys.stderr)
 
 
 if __name__ == "__main__":

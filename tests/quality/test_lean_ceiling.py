@@ -14,11 +14,14 @@ def _answer(gold: str, probabilities: dict[str, float]) -> dict[str, object]:
     return {"gold": gold, "answer": max(probabilities, key=probabilities.__getitem__), "probabilities": probabilities}
 
 
-def _rows(tmp_path: Path, answers: list[dict[str, object]]) -> list[list[str]]:
+def _run(tmp_path: Path, answers: list[dict[str, object]]) -> subprocess.CompletedProcess[str]:
     report = tmp_path / "report.json"
     report.write_text(json.dumps({"files": [{"file": "dir/kind.jsonl", "answers": answers}]}))
-    done = subprocess.run([sys.executable, str(SCRIPT), str(report)], capture_output=True, text=True, check=True)
-    return [line.split() for line in done.stdout.splitlines()[1:]]
+    return subprocess.run([sys.executable, str(SCRIPT), str(report)], capture_output=True, text=True, check=True)
+
+
+def _rows(tmp_path: Path, answers: list[dict[str, object]]) -> list[list[str]]:
+    return [line.split() for line in _run(tmp_path, answers).stdout.splitlines()[1:]]
 
 
 def test_a_lean_is_taken_back_whole(tmp_path: Path) -> None:
@@ -41,3 +44,11 @@ def test_cases_the_model_cannot_tell_apart_cap_the_best(tmp_path: Path) -> None:
 def test_yes_no_items_are_left_out(tmp_path: Path) -> None:
     answers = [_answer("True", {"yes": 0.9, "no": 0.1}), _answer("a", {"a": 0.9, "b": 0.1})]
     assert _rows(tmp_path, answers)[-1] == ["all", "1", "1", "1", "1"]
+    assert _run(tmp_path, answers).stderr.startswith("left out: 1 item, yes/no")
+
+
+def test_items_the_eval_could_not_answer_are_left_out_and_counted(tmp_path: Path) -> None:
+    failed: dict[str, object] = {"gold": "b", "error": "HTTP 504: the backend did not answer within 120 s"}
+    answers = [failed, failed, _answer("a", {"a": 0.9, "b": 0.1})]
+    assert _rows(tmp_path, answers)[-1] == ["all", "1", "1", "1", "1"]
+    assert _run(tmp_path, answers).stderr.startswith("left out: 2 items, the eval did not answer")
