@@ -171,6 +171,28 @@ def test_failures_are_counted_and_make_the_exit_code_1(server: str, tmp_path: Pa
     assert failed["index"] == 1 and "HTTP 422" in failed["error"] and "answer" not in failed
 
 
+def test_contrastive_pairs_count_only_when_every_half_is_answered(server: str, tmp_path: Path) -> None:
+    paired = [{**item, "pair": f"p{i // 2}"} for i, item in enumerate(ITEMS[:6])]  # p0, p1, p2
+    bad = {**paired[5], "question": {"type": "choice", "criteria": {f"o{i}": None for i in range(70)}}, "gold": "o1"}
+    lone = {**ITEMS[6], "pair": "p3"}
+    items = [*paired[:5], bad, lone, ITEMS[7]]  # p2's second half fails (422); p3 has one half; one item unpaired
+    out = tmp_path / "report.json"
+    done = run_eval(str(write_items(tmp_path / "set.jsonl", items)), "--url", server, "--out", str(out))
+    assert done.returncode == 1, done.stderr  # the failed item
+    report = json.loads(out.read_text())["files"][0]
+    right = [is_right(ask(server, item)["answers"]["q"], item["gold"]) for item in paired[:4]]
+    both = [right[0] and right[1], right[2] and right[3]]
+    none = [not (right[0] or right[1]), not (right[2] or right[3])]
+    assert report["pairs"] == {"pairs": 2, "all_right": sum(both) / 2, "none_right": sum(none) / 2}
+    assert report["unpaired"] == 3  # p2's answered half, its failed half, and p3
+    assert [a.get("pair") for a in report["answers"]] == ["p0", "p0", "p1", "p1", "p2", "p2", "p3", None]
+    assert "contrastive pairs:" in done.stdout and "3 items left out" in done.stdout
+    plain = tmp_path / "plain.json"
+    unpaired = write_items(tmp_path / "plain.jsonl", ITEMS[:4])
+    assert run_eval(str(unpaired), "--url", server, "--out", str(plain)).returncode == 0
+    assert json.loads(plain.read_text())["files"][0]["pairs"] is None
+
+
 def test_examples_apart_keeps_a_family_out_of_its_own_examples(server: str, tmp_path: Path) -> None:
     # Two items per topic; the two of a topic are one family (t0 … t3), as the variants of one case are.
     items = [{**item, "id": f"t{i % 4}-v{i}"} for i, item in enumerate(ITEMS[:8])]

@@ -17,6 +17,7 @@ from openjev.quality.metrics import (
     fit_temperature,
     mean_confidence,
     negative_log_likelihood,
+    pair_shares,
     percentile,
     ranking_auc,
     reliability,
@@ -125,6 +126,13 @@ def test_percentile() -> None:
 def test_empty_sets_give_nan_not_zero() -> None:
     assert math.isnan(accuracy([]))
     assert math.isnan(expected_calibration_error([]))
+
+
+def test_pair_shares_count_pairs_by_their_right_halves() -> None:
+    got = pair_shares([[True, True], [True, False], [False, True], [False, False], [True, True, True]])
+    assert got.pairs == 5
+    assert (got.all_right, got.none_right) == pytest.approx((2 / 5, 1 / 5))
+    assert math.isnan(pair_shares([]).all_right)
 
 
 def test_auc_counts_ordered_pairs_and_half_ties() -> None:

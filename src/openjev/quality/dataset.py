@@ -11,13 +11,19 @@ from openjev.domain.decision import OptionKey
 
 
 class EvalItem(msgspec.Struct, frozen=True):
-    """`gold` is an option name (choice), true/false (noul) or a 0-based level (score)."""
+    """`gold` is an option name (choice), true/false (noul) or a 0-based level (score).
+
+    Items that share a `pair` id are a contrastive pair: near-identical cases that differ in one decisive
+    detail and so have different right answers. Reading surface words gets one half right at most, so
+    the share of pairs right on every half says what accuracy alone cannot.
+    """
 
     state: TextValue
     question: Question
     gold: str | bool | int
     id: str | None = None
     dataset: str | None = None
+    pair: str | None = None
 
 
 class DatasetError(ValueError):

@@ -1,6 +1,7 @@
 """Quality metrics over labelled predictions: accuracy, Brier score, calibration, temperature fit,
-how much of the set a caller could act on unreviewed above a confidence, and for yes/no questions
-how well P(yes) ranks the items whatever the threshold.
+how much of the set a caller could act on unreviewed above a confidence, how many contrastive pairs
+have both halves right, and for yes/no questions how well P(yes) ranks the items whatever the
+threshold.
 
 Pure float math on plain data, so the figures in docs/quality.md can be recomputed from a saved
 report. A prediction is the distribution the server returned over a question's answers (option
@@ -164,6 +165,23 @@ def fit_temperature(predictions: Sequence[Prediction], iterations: int = 100) ->
             d = a + ratio * (b - a)
             fd = loss(d)
     return 1.0 / math.exp((a + b) / 2)
+
+
+class PairShares(msgspec.Struct, frozen=True):
+    """Contrastive pairs (or larger groups) by how many of their items were answered right."""
+
+    pairs: int
+    all_right: float  # the share with every item right: a pair-aware accuracy
+    none_right: float
+
+
+def pair_shares(groups: Sequence[Sequence[bool]]) -> PairShares:
+    """`groups`: for each pair, whether each of its items was answered right."""
+    return PairShares(
+        pairs=len(groups),
+        all_right=mean([1.0 if all(g) else 0.0 for g in groups]),
+        none_right=mean([0.0 if any(g) else 1.0 for g in groups]),
+    )
 
 
 class ThresholdFit(msgspec.Struct, frozen=True):

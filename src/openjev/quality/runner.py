@@ -20,6 +20,7 @@ from openjev.quality.dataset import EvalItem, answer_names, gold_index, load_ite
 from openjev.quality.examples import ExamplePool
 from openjev.quality.metrics import (
     ConfidentShare,
+    PairShares,
     Prediction,
     ReliabilityBin,
     accuracy,
@@ -32,6 +33,7 @@ from openjev.quality.metrics import (
     mean,
     mean_confidence,
     negative_log_likelihood,
+    pair_shares,
     percentile,
     ranking_auc,
     reliability,
@@ -80,6 +82,7 @@ class ItemAnswer(msgspec.Struct, omit_defaults=True):
     index: int
     gold: str | bool | int
     id: str | None = None
+    pair: str | None = None
     answer: str | None = None
     probabilities: dict[str, float] | None = None
     reversed_answer: str | None = None
@@ -132,6 +135,8 @@ class FileReport(msgspec.Struct):
     reversed: ReverseReport | None = None
     temperature: TemperatureReport | None = None
     yes_no: YesNoReport | None = None  # when every question of the file is a yes/no question
+    pairs: PairShares | None = None  # when items name a `pair`: the pairs with every half answered
+    unpaired: int = 0  # items naming a pair whose other half is missing or failed (not in `pairs`)
     unsent: int = 0  # items without an outcome because the run was interrupted (not in `items`)
     answers: list[ItemAnswer] = []  # every item with an outcome, in file order
 
@@ -240,7 +245,7 @@ async def evaluate_item(
 def item_answer(outcome: Outcome) -> ItemAnswer:
     item = outcome.item
     names = answer_names(item.question)
-    answer = ItemAnswer(index=outcome.index, gold=item.gold, id=item.id, error=outcome.error)
+    answer = ItemAnswer(index=outcome.index, gold=item.gold, id=item.id, pair=item.pair, error=outcome.error)
     if outcome.prediction is not None:
         answer.answer = names[outcome.prediction.top]
         answer.probabilities = dict(zip(names, outcome.prediction.probabilities, strict=True))
@@ -325,6 +330,7 @@ def summarize(
             accuracy=accuracy([r for _, r in pairs]),
             stable=mean([1.0 if f.top == r.top else 0.0 for f, r in pairs]),
         )
+    _count_pairs(report, answered, outcomes)
     if yes_no and predictions:
         p_yes = [p.probabilities[0] for p in predictions]  # yes is first (prediction_from)
         is_yes = [p.gold == 0 for p in predictions]
@@ -343,6 +349,22 @@ def summarize(
             brier_after=brier_score(after),
         )
     return report
+
+
+def _count_pairs(report: FileReport, answered: Sequence[Outcome], outcomes: Sequence[Outcome]) -> None:
+    """A pair id names one pair across the files of a run; a pair counts once all its items are answered."""
+    members: dict[str, int] = {}
+    for o in outcomes:
+        if o.item.pair is not None:
+            members[o.item.pair] = members.get(o.item.pair, 0) + 1
+    right: dict[str, list[bool]] = {}
+    for o in answered:
+        if o.item.pair is not None and o.prediction is not None:
+            right.setdefault(o.item.pair, []).append(o.prediction.correct)
+    complete = [r for pair, r in right.items() if len(r) == members[pair] >= 2]
+    if members:
+        report.pairs = pair_shares(complete)
+        report.unpaired = sum(members.values()) - sum(map(len, complete))
 
 
 async def run_eval(paths: Sequence[Path], options: EvalOptions, collected: Collected | None = None) -> EvalReport:
@@ -374,6 +396,12 @@ def _file_lines(f: FileReport) -> list[str]:
         lines.append(
             f"  options reversed: accuracy {_pct(f.reversed.accuracy)}, "
             f"{_pct(f.reversed.stable)} of {f.reversed.items} answers unchanged"
+        )
+    if f.pairs is not None:
+        lines.append(
+            f"  contrastive pairs: {_pct(f.pairs.all_right)} of {f.pairs.pairs} with every half right, "
+            f"{_pct(f.pairs.none_right).strip()} with none"
+            + (f" ({f.unpaired} items left out: the rest of their pair failed or is missing)" if f.unpaired else "")
         )
     if f.temperature is not None:
         t = f.temperature
