@@ -6,6 +6,7 @@ import asyncio
 import math
 import re
 import time
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -330,7 +331,7 @@ def summarize(
             accuracy=accuracy([r for _, r in pairs]),
             stable=mean([1.0 if f.top == r.top else 0.0 for f, r in pairs]),
         )
-    _count_pairs(report, answered, outcomes)
+    _count_pairs(report, outcomes)
     if yes_no and predictions:
         p_yes = [p.probabilities[0] for p in predictions]  # yes is first (prediction_from)
         is_yes = [p.gold == 0 for p in predictions]
@@ -351,16 +352,13 @@ def summarize(
     return report
 
 
-def _count_pairs(report: FileReport, answered: Sequence[Outcome], outcomes: Sequence[Outcome]) -> None:
+def _count_pairs(report: FileReport, outcomes: Sequence[Outcome]) -> None:
     """A pair id names one pair across the files of a run; a pair counts once all its items are answered."""
-    members: dict[str, int] = {}
+    members = Counter(o.item.pair for o in outcomes if o.item.pair is not None)
+    right: dict[str, list[bool]] = defaultdict(list)
     for o in outcomes:
-        if o.item.pair is not None:
-            members[o.item.pair] = members.get(o.item.pair, 0) + 1
-    right: dict[str, list[bool]] = {}
-    for o in answered:
         if o.item.pair is not None and o.prediction is not None:
-            right.setdefault(o.item.pair, []).append(o.prediction.correct)
+            right[o.item.pair].append(o.prediction.correct)
     complete = [r for pair, r in right.items() if len(r) == members[pair] >= 2]
     if members:
         report.pairs = pair_shares(complete)
