@@ -1,35 +1,27 @@
-"""The backends openjev can serve with: adding one is an adapter package and a line in `BACKENDS`.
+"""The backends openjev can serve with: adding one is an adapter package, a `BackendSpec` and a line here.
 
-Each `BackendSpec` says how to build the backend's runtime from the settings (the adapter is
-imported only when chosen, so a missing optional dependency stops only that backend) and which
-bias removal it answers with by default. The names the settings accept (`OPENJEV_BACKEND`), the
-command line's choices and the start-up's choice of adapter all come from `BACKENDS`.
+Each `Backend` is its `BackendSpec` (`openjev.backend_spec`: name, default bias removal, help) and
+how to build its runtime from the settings; the adapter is imported only when chosen, so a missing
+optional dependency stops only that backend. The command line's choices and the start-up's choice
+of adapter come from `BACKENDS`. This registry stands above the adapters' builders, which import
+the settings and `Runtime`; those import only the leaf `openjev.backend_spec`, never this module.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
 
-from openjev.domain.debiasing import DebiasMode
-
-if TYPE_CHECKING:
-    from openjev.runtime import Runtime
-    from openjev.settings import Settings
-
-BackendName = Literal["embedded", "sglang", "fake"]
-"""The built-in backends' names (`Runtime.kind`); a test keeps it equal to `BACKENDS`' keys."""
+from openjev.backend_spec import BUILT_IN_BACKENDS, BackendName, BackendSpec
+from openjev.runtime import Runtime
+from openjev.settings import Settings
 
 
 @dataclass(frozen=True)
-class BackendSpec:
-    """One backend: its name, how to build its runtime, its default bias removal, a line of help."""
+class Backend(BackendSpec):
+    """One backend the server can run: its spec, and how to build its runtime from the settings."""
 
-    name: str
     build_runtime: Callable[[Settings], Runtime]
-    default_debias: DebiasMode
-    help: str
 
 
 def _embedded(settings: Settings) -> Runtime:
@@ -53,14 +45,12 @@ def _fake(settings: Settings) -> Runtime:
     return build_runtime(settings)
 
 
-# Default bias removal: embedded, what measured best on the small CPU model (docs/quality.md).
-# SGLang: off until measured on the production model, since dividing out a prior hurt a stronger
-# model in our measurements and option rotation multiplies GPU work. Fake: off, so tests see N + 1 calls.
-BACKENDS: dict[str, BackendSpec] = {
-    spec.name: spec
-    for spec in (
-        BackendSpec("embedded", _embedded, "rotate+calibrate", "a GGUF model on llama.cpp, in process (CPU)"),
-        BackendSpec("sglang", _sglang, "none", "SGLang, launched or connected to (GPU)"),
-        BackendSpec("fake", _fake, "none", "deterministic, meaningless answers (tests and demos)"),
-    )
+def _built_in(name: BackendName, build_runtime: Callable[[Settings], Runtime]) -> Backend:
+    spec = BUILT_IN_BACKENDS[name]
+    return Backend(spec.name, spec.default_debias, spec.help, build_runtime)
+
+
+BACKENDS: dict[str, Backend] = {
+    backend.name: backend
+    for backend in (_built_in("embedded", _embedded), _built_in("sglang", _sglang), _built_in("fake", _fake))
 }

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
 
-from openjev.backends import BACKENDS, BackendSpec
+from openjev.backends import BACKENDS, Backend
 from openjev.domain.errors import StartupError
 from openjev.domain.labels import LabelSet, TooFewLabels, verify_labels
 from openjev.domain.limits import Limits
@@ -32,7 +32,7 @@ from openjev.runtime import Runtime
 from openjev.settings import Settings, env_name
 
 
-def build_runtime(settings: Settings, backends: Mapping[str, BackendSpec] = BACKENDS) -> Runtime:
+def build_runtime(settings: Settings, backends: Mapping[str, Backend] = BACKENDS) -> Runtime:
     """The backend adapter the settings ask for (cheap and synchronous: nothing is loaded yet).
 
     A runtime whose model has no measured bias removal gets its backend's default here.

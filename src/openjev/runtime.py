@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from openjev.backends import BackendName
+from openjev.backend_spec import BackendName
 from openjev.domain.debiasing import DebiasMode
 from openjev.domain.ports import PromptCodec, ScoringBackend
 

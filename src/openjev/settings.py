@@ -23,7 +23,7 @@ from openjev.backend_settings import (
     PositiveFloat,
     SGLangSettings,
 )
-from openjev.backends import BACKENDS, BackendName, BackendSpec
+from openjev.backend_spec import BUILT_IN_BACKENDS, BackendName, BackendSpec
 from openjev.contracts.decoding import explain_validation_error
 from openjev.domain.debiasing import DEBIAS_MODES, DebiasMode
 from openjev.domain.errors import SettingsError
@@ -43,7 +43,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """Every setting and its default (docs/settings.md). Field `x` is read from `OPENJEV_X`."""
 
     # Model and backend choice.
-    backend: str = "auto"  # "auto" or a name in `openjev.backends.BACKENDS` (checked by `load_settings`)
+    backend: str = "auto"  # "auto" or a backend's name (`openjev.backend_spec`; checked by `load_settings`)
     model: str | None = None  # SGLang: HF id or path (default SGLANG_DEFAULT_MODEL); embedded: GGUF path/name/hf:.
     served_model_name: str | None = None  # public model id; default: the model's real name.
     revision: str | None = None  # SGLang's default model: SGLANG_DEFAULT_REVISION unless set (`sglang_revision`).
@@ -102,7 +102,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     fake: FakeSettings = msgspec.field(default_factory=FakeSettings)
 
     def resolved_debias(
-        self, model_default: DebiasMode | None = None, backends: Mapping[str, BackendSpec] = BACKENDS
+        self, model_default: DebiasMode | None = None, backends: Mapping[str, BackendSpec] = BUILT_IN_BACKENDS
     ) -> DebiasMode:
         """OPENJEV_DEBIAS, else the default measured for the served model, else the backend's."""
         if self.debias is not None:
@@ -166,7 +166,10 @@ def setting_names() -> Iterator[tuple[str | None, str]]:
 
 
 def load_settings(
-    environ: Mapping[str, str] | None = None, *, backends: Mapping[str, BackendSpec] = BACKENDS, **overrides: Any
+    environ: Mapping[str, str] | None = None,
+    *,
+    backends: Mapping[str, BackendSpec] = BUILT_IN_BACKENDS,
+    **overrides: Any,
 ) -> Settings:
     """Settings from `environ` (default os.environ), then `overrides` (e.g. CLI flags) on top.
 

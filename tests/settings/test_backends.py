@@ -11,7 +11,8 @@ from litestar.testing import AsyncTestClient
 
 from openjev.adapters.fake.backend import FakeBackend
 from openjev.adapters.fake.codec import ChatMLByteCodec
-from openjev.backends import BACKENDS, BackendName, BackendSpec
+from openjev.backend_spec import BUILT_IN_BACKENDS, BackendName
+from openjev.backends import BACKENDS, Backend
 from openjev.bootstrap import build_runtime
 from openjev.cli import main
 from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
@@ -32,12 +33,12 @@ def _toy_runtime(settings: Settings) -> Runtime:
     )
 
 
-TOY = BackendSpec("toy", _toy_runtime, "rotate", "a toy backend for the registry test")
+TOY = Backend("toy", "rotate", "a toy backend for the registry test", _toy_runtime)
 WITH_TOY = {**BACKENDS, "toy": TOY}
 
 
 def test_the_literal_names_the_registered_backends() -> None:
-    assert set(get_args(BackendName)) == set(BACKENDS)
+    assert set(get_args(BackendName)) == set(BUILT_IN_BACKENDS) == set(BACKENDS)
 
 
 def test_every_backend_setting_keeps_its_variable_name() -> None:
