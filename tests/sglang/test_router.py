@@ -2,7 +2,8 @@
 
 The router refuses batch `/generate` bodies (422) and has no `/model_info`, `/server_info` or
 `/abort_request`: the adapter finds out at start-up, sends one body per call, all of a request's
-calls at once, and cache-aware routing keeps them on the worker that holds their prefix.
+calls at once, and cache-aware routing keeps them on the worker that holds their prefix. The
+context length behind the router is test_router_context.py's.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import structlog
 from openjev.adapters.fake.codec import ChatMLByteCodec
 from openjev.adapters.sglang.backend import SGLangBackend
 from openjev.contracts import systemone
-from openjev.domain.errors import BackendError, InvalidRequest, StartupError
+from openjev.domain.errors import BackendError, InvalidRequest
 from openjev.domain.labels import verify_labels
 from openjev.domain.limits import Limits
 from openjev.domain.ports import ScoreCall
@@ -78,19 +79,10 @@ async def test_start_up_finds_a_router_and_reads_what_it_has(
         [peer] = [e for e in logs if e["event"] == "sglang_peer"]
         assert peer["how"] == "/get_server_info answers the router's worker counts"
         assert [e["event"] for e in logs if e["log_level"] == "warning"] == ["sglang_abort_unsupported"]
-        assert client.context_tokens() == CONTEXT  # the setting: the router says nothing about it
+        assert client.context_tokens() == CONTEXT  # the setting, which overrides what the workers say
         assert client.model_info == {"model_path": "emulated/model", "served_model_name": "emulated/model"}
         assert client.vocab_size() is None  # a router does not say (the tokenizer's bounds the ids then)
         assert (await client.health()).ok  # /health_generate: a worker is healthy
-    finally:
-        await client.close()
-
-
-async def test_without_the_context_length_start_up_stops_and_says_which_setting(router: Router) -> None:
-    client = SGLangBackend(router.url, startup_timeout=10)
-    try:
-        with pytest.raises(StartupError, match="set OPENJEV_CONTEXT_LENGTH to the workers' context length"):
-            await client.start()
     finally:
         await client.close()
 

@@ -154,6 +154,8 @@ class SGLangBackend:
             )
             # A router's /health is 200 with no healthy worker; its /health_generate is not.
             await self._control.wait_healthy(max(self._startup_timeout - (loop.time() - began), 0.1))
+            if self._context is None:  # no OPENJEV_CONTEXT_LENGTH: the workers say theirs
+                self._context = await self._control.router_context()
         if self._api_key:
             await verify_key_enforced(self._control.session, self.url)
         if self.peer == "worker" and range_checked(facts.server_info):

@@ -17,8 +17,8 @@ import aiohttp
 import msgspec
 
 from openjev.adapters.sglang.http1 import ReplyTooLarge
-from openjev.adapters.sglang.peer import PeerKind, PeerSetting, is_router_info, resolve
-from openjev.domain.errors import BackendError, BackendUnavailable, StartupError
+from openjev.adapters.sglang.peer import PeerKind, PeerSetting, is_router_info, listed_workers, resolve
+from openjev.domain.errors import BackendError, BackendUnavailable, OpenJevError, StartupError
 from openjev.logs import get_logger
 
 log = get_logger("openjev.sglang")
@@ -34,6 +34,10 @@ ABORT_TIMEOUT = 2.0
 CONTROL_REPLY_BYTES = 1024 * 1024
 _READ_PIECE = 64 * 1024
 _encode = msgspec.json.Encoder()
+_SET_CONTEXT = (
+    "set OPENJEV_CONTEXT_LENGTH to the workers' context length (their --context-length, or max_req_input_len "
+    "in a worker's /server_info)"
+)
 
 
 async def read_capped(response: aiohttp.ClientResponse, cap: int = CONTROL_REPLY_BYTES) -> bytes:
@@ -60,7 +64,9 @@ class ServerFacts:
     peer: PeerKind
     model_info: dict[str, Any]
     kv_cache_dtype: str | None
-    context_tokens: int | None  # largest prompt + one output token, when SGLang (or the setting) says
+    # Largest prompt + one output token, when SGLang (or the setting) says; behind a router without
+    # the setting, None until `router_context` asks the workers.
+    context_tokens: int | None
     server_info: dict[str, Any]  # a worker's /server_info ({} behind a router)
 
 
@@ -159,21 +165,22 @@ class ControlClient:
 
     # -- limits and identity -------------------------------------------------------------------------
 
-    async def get_json(self, path: str) -> Any:
-        """GET an info route; None when the route is missing (404) or its reply is not JSON."""
+    async def get_json(self, path: str, *, base: str | None = None) -> Any:
+        """GET an info route of `base` (default: the peer); None when it is missing (404) or its reply is not JSON."""
+        url = base or self.url
         try:
             async with self.session.get(
-                f"{self.url}{path}", headers=self.headers(), timeout=aiohttp.ClientTimeout(total=INFO_TIMEOUT)
+                f"{url}{path}", headers=self.headers(), timeout=aiohttp.ClientTimeout(total=INFO_TIMEOUT)
             ) as response:
                 raw = await read_capped(response)
                 status = response.status
         except ReplyTooLarge as exc:
-            raise BackendError(f"SGLang at {self.url} answered GET {path} with too much: {exc}") from None
+            raise BackendError(f"SGLang at {url} answered GET {path} with too much: {exc}") from None
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise BackendUnavailable(f"SGLang at {self.url} did not answer GET {path}: {exc!r}") from None
+            raise BackendUnavailable(f"SGLang at {url} did not answer GET {path}: {exc!r}") from None
         if status in (401, 403):
             raise StartupError(
-                f"SGLang at {self.url} refused GET {path} with {status}: set OPENJEV_BACKEND_API_KEY to the "
+                f"SGLang at {url} refused GET {path} with {status}: set OPENJEV_BACKEND_API_KEY to the "
                 "--api-key SGLang runs with (or unset it if SGLang has none)"
             )
         if status != 200:
@@ -190,8 +197,9 @@ class ControlClient:
 
         A worker: its identity from /model_info, the request size limit from /server_info or
         /v1/models. A router has neither /model_info nor /server_info: its identity comes from
-        /v1/models, and the limit from /v1/models or else OPENJEV_CONTEXT_LENGTH, which is then
-        required (StartupError). The setting caps whatever SGLang says.
+        /v1/models, and the limit from OPENJEV_CONTEXT_LENGTH, else none yet (its /v1/models has no
+        max_model_len): `router_context` asks its workers once one is healthy. The setting caps
+        whatever SGLang says.
         """
         server_info = await self.get_json("/server_info")
         alias = None if isinstance(server_info, dict) else await self.get_json("/get_server_info")
@@ -211,13 +219,64 @@ class ControlClient:
         if limit is not None and configured_context is not None:
             limit = min(limit, configured_context)
         context = limit if limit is not None else configured_context
-        if context is None and kind.peer == "router":
-            raise StartupError(
-                f"SGLang's router at {self.url} does not say how long a prompt its workers take (it has no "
-                "/server_info, and its /v1/models no max_model_len): set OPENJEV_CONTEXT_LENGTH to the workers' "
-                "context length (their --context-length, or max_req_input_len in a worker's /server_info)"
-            )
         return ServerFacts(kind, model_info, kv_cache_dtype(arguments), context, arguments)
+
+    async def router_context(self) -> int:
+        """The context behind a router: the smallest that its healthy workers say, each read as a worker's.
+
+        The router lists its workers (`GET /workers`); each one's /server_info or /v1/models says its
+        limit, and the smallest holds for every call, wherever the router sends it. Workers the
+        router holds unhealthy are left out (logged): it sends them nothing. StartupError, naming
+        the URL and OPENJEV_CONTEXT_LENGTH (which skips all this), when the router lists no healthy
+        worker or a worker does not say.
+        """
+        workers = listed_workers(await self.get_json("/workers"))
+        if workers is None:
+            raise StartupError(
+                f"SGLang's router at {self.url} does not list its workers (GET /workers answered no `workers` list), "
+                f"so openjev cannot ask them their context length: {_SET_CONTEXT}"
+            )
+        healthy = [worker.url for worker in workers if worker.is_healthy]
+        if not healthy:
+            held = f"none of its workers is healthy ({', '.join(w.url for w in workers)})" if workers else "no workers"
+            raise StartupError(
+                f"SGLang's router at {self.url} lists {held}, so openjev cannot ask them their context length: "
+                f"add a healthy worker to the router, or {_SET_CONTEXT}"
+            )
+        if len(healthy) < len(workers):
+            log.warning(
+                "sglang_router_workers_skipped",
+                detail="workers the router holds unhealthy were not asked their context length",
+                workers=[worker.url for worker in workers if not worker.is_healthy],
+            )
+        said = await asyncio.gather(*(self._worker_context(url) for url in healthy), return_exceptions=True)
+        contexts: dict[str, int] = {}
+        for url, outcome in zip(healthy, said, strict=True):
+            if isinstance(outcome, BaseException):
+                raise outcome  # the first worker listed that did not say
+            contexts[url] = outcome
+        log.info("sglang_router_context", router=self.url, workers=contexts, context_tokens=min(contexts.values()))
+        return min(contexts.values())
+
+    async def _worker_context(self, url: str) -> int:
+        """A worker's limit as `read_info` reads it (/server_info, else /v1/models), or StartupError naming it."""
+        if not url.startswith(("http://", "https://")):
+            problem = "openjev reads a worker over HTTP, and this one is not at an http(s) URL"
+        else:
+            try:
+                limit = server_limit(await self.get_json("/server_info", base=url))
+                if limit is None:
+                    limit = models_limit(await self.get_json("/v1/models", base=url))
+            except OpenJevError as exc:
+                problem = exc.message
+            else:
+                if limit is not None:
+                    return limit
+                problem = "neither its /server_info nor its /v1/models says a context length"
+        raise StartupError(
+            f"cannot read the context length of worker {url}, which SGLang's router at {self.url} lists: "
+            f"{problem}. Let openjev reach the worker, or {_SET_CONTEXT}"
+        )
 
     def _warn_on_other_model(self, model_info: dict[str, Any], expected_model: str | None) -> None:
         served = {model_info.get("model_path"), model_info.get("served_model_name")} - {None}

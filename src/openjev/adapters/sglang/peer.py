@@ -12,6 +12,8 @@ as observed):
 | `/abort_request` | 200 | 404 |
 | `/health` | 200 once the model answers | 200 `OK` even with no healthy worker |
 | `/health_generate` | 200 after a one-token generation | 200 while a worker is healthy, else 503 |
+| `/workers` | 404 | 200 `{"workers": [{"url", "is_healthy", "model_id", ...}], "total", "stats"}` |
+| `/v1/models` | its card, with `max_model_len` | its card, without `max_model_len` |
 
 So a peer is a worker when `/server_info` (or its alias) answers SGLang's arguments, and a router
 when `/get_server_info` answers the router's counts. A peer that answers neither is driven like a
@@ -23,6 +25,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
+
+import msgspec
 
 Peer = Literal["worker", "router"]
 PeerSetting = Literal["auto", "worker", "router"]
@@ -60,6 +64,27 @@ def detect(server_info: Any, alias_info: Any) -> PeerKind:
     if isinstance(alias_info, dict):
         return PeerKind("worker", "/get_server_info answers SGLang's arguments")
     return PeerKind("router", "neither /server_info nor /get_server_info answers: one call per /generate")
+
+
+class ListedWorker(msgspec.Struct, frozen=True):
+    """One entry of the router's `GET /workers` (of its many keys, those openjev reads)."""
+
+    url: str
+    is_healthy: bool = True
+
+
+class _WorkerList(msgspec.Struct):
+    workers: list[ListedWorker]
+
+
+def listed_workers(reply: Any) -> list[ListedWorker] | None:
+    """The workers in a router's `GET /workers` reply, each URL once; None when it is not that list."""
+    try:
+        workers = msgspec.convert(reply, _WorkerList).workers
+    except msgspec.ValidationError:
+        return None
+    seen = {worker.url.rstrip("/"): worker for worker in workers if worker.url.strip()}
+    return [ListedWorker(url, worker.is_healthy) for url, worker in seen.items()]
 
 
 def resolve(setting: PeerSetting, server_info: Any, alias_info: Any) -> PeerKind:
