@@ -1,4 +1,5 @@
-"""End to end behind SGLang's real router: `openjev serve --connect ROUTER` over two emulated workers.
+"""End to end behind SGLang's real router: `openjev serve --connect ROUTER`, and no other setting, over two
+emulated workers.
 
 Two emulator processes behind `python -m sglang_router.launch_router --policy cache_aware`
 (sglang-router 0.3.2), and openjev as the real server process. Both contracts, requests of 1 to 12
@@ -30,10 +31,12 @@ from openjev.listen import free_port
 from tests.assets import qwen3_tokenizer_dir
 from tests.sglang.launching import EMULATOR, OPENJEV, clean_env, health_status, http, wait_until
 from tests.sglang.router import Router, readiness, start_router
+from tests.sglang_emulation.generate_input import max_req_input_len
+from tests.sglang_emulator import EmulatorConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.needs_test_assets]
 
-CONTEXT = 32_768
+WORKER_CONTEXT = max_req_input_len(EmulatorConfig())  # what an emulated worker admits, read through the router
 REQUEST_TIMEOUT = 5.0
 
 
@@ -95,7 +98,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         port = free_port()
         env = clean_env({
             "OPENJEV_TOKENIZER": str(qwen3_tokenizer_dir()),
-            "OPENJEV_CONTEXT_LENGTH": str(CONTEXT),  # a router does not say it (docs/sglang.md §3)
             "OPENJEV_REQUEST_TIMEOUT": str(REQUEST_TIMEOUT),
         })  # fmt: skip
         log = folder / "serve.log"
@@ -145,9 +147,13 @@ def answers(reply: Any) -> int:
 
 
 def test_openjev_starts_behind_the_router_and_says_so(stack: Stack) -> None:
+    """With no setting but the router's URL: the context length is what its workers say."""
     log = stack.log.read_text()
     assert '"peer": "router"' in log or "peer=router" in log, log
     assert "sglang_abort_unsupported" in log
+    [said] = [json.loads(line) for line in log.splitlines() if "sglang_router_context" in line]
+    assert said["context_tokens"] == WORKER_CONTEXT
+    assert sorted(said["workers"]) == sorted(w.url for w in stack.workers)
 
 
 @pytest.mark.parametrize("contract", ["systemone", "decisions"])
