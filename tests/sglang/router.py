@@ -1,8 +1,8 @@
 """SGLang's real router (`sglang-router` 0.3.2, the dev group) as a process on loopback, for the router tests.
 
-`python -m sglang_router.launch_router --worker-urls ... --policy cache_aware`, with its health checks
-every second and one failure enough to take a worker out (the defaults are 60 s and three), a short
-shutdown grace, and its metrics port on loopback. `router_process` waits until every worker is
+`python -m sglang_router.launch_router --worker-urls ... --policy cache_aware` (or another policy),
+with its health checks every second and one failure enough to take a worker out (the defaults are
+60 s and three), a short shutdown grace, and its metrics port on loopback. `router_process` waits until every worker is
 registered and healthy (`GET /readiness`), and stops the router (SIGTERM, then SIGKILL) on the way out.
 """
 
@@ -93,12 +93,14 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
-def start_router(workers: Sequence[str], log: Path, *, port: int | None = None, wait: bool = True) -> Router:
+def start_router(
+    workers: Sequence[str], log: Path, *, port: int | None = None, wait: bool = True, policy: str = "cache_aware"
+) -> Router:
     require_router()
     port = port or free_port()
     command = [
         sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(port),
-        "--worker-urls", *workers, "--policy", "cache_aware",
+        "--worker-urls", *workers, "--policy", policy,
         "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port()),
         "--health-check-interval-secs", "1", "--health-failure-threshold", "1", "--health-success-threshold", "1",
         "--shutdown-grace-period-secs", "1", "--log-level", "warn",
@@ -117,8 +119,8 @@ def start_router(workers: Sequence[str], log: Path, *, port: int | None = None, 
 
 
 @contextlib.contextmanager
-def router_process(workers: Sequence[str], log: Path) -> Iterator[Router]:
-    router = start_router(workers, log)
+def router_process(workers: Sequence[str], log: Path, *, policy: str = "cache_aware") -> Iterator[Router]:
+    router = start_router(workers, log, policy=policy)
     try:
         yield router
     finally:
