@@ -251,7 +251,9 @@ def wilson_interval(successes: int, trials: int, z: float = WILSON_Z) -> Interva
     denominator = 1 + z * z / trials
     centre = (p + z * z / (2 * trials)) / denominator
     half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
-    return Interval(low=max(0.0, centre - half), high=min(1.0, centre + half))
+    low = 0.0 if successes <= 0 else max(0.0, centre - half)  # exact ends: no rounding residue at 0 or n
+    high = 1.0 if successes >= trials else min(1.0, centre + half)
+    return Interval(low=low, high=high)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
