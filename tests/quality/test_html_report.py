@@ -188,3 +188,13 @@ def test_the_page_needs_nothing_outside_itself() -> None:
 def test_an_interrupted_run_says_so_at_the_top() -> None:
     assert 'data-interrupted="true"' in render_html(report(interrupted=True))
     assert "data-interrupted" not in render_html(report())
+
+
+def test_a_file_whose_every_item_failed_still_gets_its_section() -> None:
+    failed = [ItemAnswer(index=0, gold=True, error="HTTP 503")]
+    page = render_html(EvalReport(url="u", model="m", files=[file_report("down.jsonl", failed, errors=["HTTP 503"])]))
+    parsed(page)
+    body = sections(page)["down.jsonl"]
+    assert "0 of 1 answered, 1 failed" in body and '<th scope="row">accuracy</th><td>n/a</td>' in body
+    assert re.findall(r'data-plot="([a-z]+)"', body) == ["reliability", "confusion", "coverage"]
+    assert body.count('class="no-data"') == 3 and "HTTP 503" in body

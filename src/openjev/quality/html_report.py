@@ -36,7 +36,7 @@ table { border-collapse: collapse; }
 table.wrong-answers { width: 100%; font-size: 13px; }
 .wrong-answers th, .wrong-answers td { border-bottom: 1px solid #e5e7eb; padding: 4px 8px; text-align: left;
   vertical-align: top; }
-.wrong-answers td.state { white-space: pre-wrap; word-break: break-word; max-width: 620px; }
+.wrong-answers td.state { white-space: pre-wrap; word-break: break-word; width: 55%; }
 .wrong-answers td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .cut { color: #b45309; font-style: italic; white-space: nowrap; }
 svg text { font: 11px system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; fill: #374151; }
