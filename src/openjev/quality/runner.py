@@ -76,7 +76,7 @@ class Outcome(msgspec.Struct):
 
 
 class ItemAnswer(msgspec.Struct, omit_defaults=True):
-    """One item's answer, for finding which items a figure is made of (`--out` only).
+    """One item's answer, for finding which items a figure is made of (`--out`, `--html`).
 
     `answer` and `reversed_answer` are answer names as the server reports them (an option, `true` or
     `false`, a level's index); `probabilities` by answer name; `error` when the item failed. `excerpt`
