@@ -8,22 +8,16 @@ browser must have refused nothing under the Content-Security-Policy (it logs eve
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterator
 
 import pytest
 
 from openjev.http.openapi_docs import TITLE
+from tests.blackbox.chromium import refusals, render
 from tests.smoke.servers import openjev_server, wait_ready
 
 pytestmark = pytest.mark.needs_chromium
 SUMMARY = "Answer typed questions"  # the summary of POST /v1/systemone in /openapi.json
-CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--enable-logging=stderr", "--v=0", "--virtual-time-budget=15000",
-]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -31,23 +25,6 @@ def server() -> Iterator[str]:
     with openjev_server("--backend", "fake") as url:
         wait_ready(url)
         yield url
-
-
-def render(url: str) -> tuple[str, str]:
-    """(the DOM after the page's scripts ran, the browser's log) for `url`."""
-    chromium = shutil.which("chromium")
-    assert chromium, "chromium is missing: apt-get install -y chromium (.ci/run installs it)"
-    with tempfile.TemporaryDirectory() as profile:
-        done = subprocess.run(
-            [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", url],
-            capture_output=True, text=True, timeout=180,
-        )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout, done.stderr
-
-
-def refusals(log: str) -> list[str]:
-    return [line for line in log.splitlines() if "Refused to" in line or "Content Security Policy" in line]
 
 
 def test_scalar_renders_the_document_offline_under_the_policy(server: str) -> None:

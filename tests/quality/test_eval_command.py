@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import urllib.error
 import urllib.request
@@ -234,3 +235,52 @@ def test_the_report_never_replaces_a_file_unless_forced_and_never_an_input(serve
     for out, message in ((tmp_path, "is a directory"), (tmp_path / "nowhere" / "r.json", "does not exist")):
         done = run_eval(str(data), "--url", server, "--out", str(out))
         assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_html_page_shows_each_files_plots_and_wrong_answers(server: str, tmp_path: Path) -> None:
+    long = {**ITEMS[8], "id": "long", "state": "A long review. " * 40}  # 600 characters: kept cut at 240
+    sets = (ITEMS[:8], [*ITEMS[8:], long])
+    topics, reviews = write_items(tmp_path / "t.jsonl", sets[0]), write_items(tmp_path / "r.jsonl", sets[1])
+    out, page = tmp_path / "report.json", tmp_path / "report.html"
+    done = run_eval(str(topics), str(reviews), "--url", server, "--reverse", "--out", str(out), "--html", str(page))
+    assert done.returncode == 0, done.stderr
+    report, html = json.loads(out.read_text()), page.read_text()
+    found = re.findall(r'<section id="[^"]*" data-file="([^"]*)">(.*?)</section>', html, re.DOTALL)
+    assert [name for name, _ in found] == [str(topics), str(reviews), "all 2 files"]
+    base = ["reliability", "confusion", "coverage"]
+    assert [re.findall(r'data-plot="([a-z]+)"', body) for _, body in found] == [base, [*base, "roc"], base]
+    stable = report["files"][0]["reversed"]["stable"]
+    assert f"stability (options reversed)</th><td>{100 * stable:.1f} % <span" in found[0][1]
+    for (_, body), got, items in zip(found, report["files"], sets, strict=False):
+        kept = [(a["excerpt"], a["state_chars"]) for a in got["answers"]]
+        assert kept == [(item["state"][:240], len(item["state"])) for item in items]
+        answers = {a["index"]: a for a in got["answers"]}
+        wrong = [a["index"] for a in got["answers"] if a["answer"] != json.dumps(a["gold"]).strip('"')]
+        shown = [int(i) for i in re.findall(r'<tr data-index="(\d+)">', body)]
+        assert shown and sorted(shown) == wrong  # every wrong answer, and no other
+        confidence = [answers[i]["probabilities"][answers[i]["answer"]] for i in shown]
+        assert confidence == sorted(confidence, reverse=True)  # the most confident first
+    assert "<script" not in html and 'http-equiv="Content-Security-Policy"' in html
+
+
+def test_the_html_page_follows_the_reports_rules(server: str, tmp_path: Path) -> None:
+    data = write_items(tmp_path / "set.jsonl", ITEMS[:2])
+    existing = tmp_path / "report.html"
+    existing.write_text("keep me")
+    refused = run_eval(str(data), "--url", server, "--html", str(existing))
+    assert refused.returncode == 2 and "--html" in refused.stderr and "already exists: pass --force" in refused.stderr
+    assert existing.read_text() == "keep me"
+    forced = run_eval(str(data), "--url", server, "--html", str(existing), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert existing.read_text().startswith("<!DOCTYPE html>")
+    same = run_eval(str(data), "--url", server, "--out", str(tmp_path / "r"), "--html", str(tmp_path / "r"))
+    assert same.returncode == 2 and "both name" in same.stderr and not (tmp_path / "r").exists()
+    cases = (
+        (data, "one of the labelled files"),
+        (tmp_path, "is a directory"),
+        (tmp_path / "nowhere" / "r.html", "does not exist"),
+    )
+    for page, message in cases:
+        done = run_eval(str(data), "--url", server, "--html", str(page), "--force")
+        assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+    assert data.read_text().startswith("{")

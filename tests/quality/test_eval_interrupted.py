@@ -1,4 +1,4 @@
-"""Ctrl-C in `openjev eval` (the real CLI, a real fake server): exit 130, what was answered, the partial report."""
+"""Ctrl-C in `openjev eval` (the real CLI, a real fake server): exit 130, what was answered, the partial reports."""
 
 from __future__ import annotations
 
@@ -42,10 +42,10 @@ def _interruptible() -> None:
 def test_ctrl_c_exits_130_with_the_summary_and_the_partial_report(slow_server: str, tmp_path: Path) -> None:
     data = tmp_path / "items.jsonl"
     data.write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
-    out = tmp_path / "report.json"
+    out, page = tmp_path / "report.json", tmp_path / "report.html"
     before = answered(slow_server)
     process = subprocess.Popen(
-        [str(OPENJEV), "eval", str(data), "--url", slow_server, "--out", str(out)],
+        [str(OPENJEV), "eval", str(data), "--url", slow_server, "--out", str(out), "--html", str(page)],
         env=clean_env({}),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -60,7 +60,7 @@ def test_ctrl_c_exits_130_with_the_summary_and_the_partial_report(slow_server: s
     process.send_signal(signal.SIGINT)
     stdout, stderr = process.communicate(timeout=30)
     assert process.returncode == 130, stderr
-    assert "Traceback" not in stderr and "interrupted; partial report in" in stderr
+    assert "Traceback" not in stderr and f"interrupted; partial report in {out} and {page}" in stderr
     report = json.loads(out.read_text())
     assert report["interrupted"] is True
     [items] = report["files"]
@@ -68,3 +68,5 @@ def test_ctrl_c_exits_130_with_the_summary_and_the_partial_report(slow_server: s
     assert items["items"] + items["unsent"] == len(ITEMS) and items["failures"] == 0
     assert f"{items['answered']}/{items['items']} answered, {items['unsent']} not sent (interrupted)" in stdout
     assert stdout.startswith("interrupted:") and "accuracy" in stdout
+    html = page.read_text()
+    assert 'data-interrupted="true"' in html and f"{items['answered']} of {items['items']} answered" in html

@@ -22,6 +22,7 @@ from openjev.quality.metrics import (
     ranking_auc,
     reliability,
     tempered,
+    wilson_interval,
 )
 
 P = [
@@ -158,3 +159,12 @@ def test_best_threshold_prefers_the_cut_nearest_one_half_among_equals() -> None:
     everything_yes = best_threshold([0.2, 0.3], [True, True])
     assert everything_yes.accuracy == 1.0 and everything_yes.threshold < 0.2
     assert math.isnan(best_threshold([], []).accuracy)
+
+
+def test_wilson_interval_matches_the_textbook_values_and_stays_inside_zero_one() -> None:
+    eight = wilson_interval(8, 10)
+    assert eight is not None and [eight.low, eight.high] == pytest.approx([0.4902, 0.9433], abs=1e-4)
+    none, every = wilson_interval(0, 10), wilson_interval(10, 10)
+    assert none is not None and none.low == 0.0 and none.high == pytest.approx(0.2775, abs=1e-4)
+    assert every is not None and every.high == 1.0 and every.low == pytest.approx(0.7225, abs=1e-4)
+    assert wilson_interval(0, 0) is None

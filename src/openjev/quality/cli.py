@@ -13,7 +13,8 @@ import msgspec
 from openjev.client.arguments import add_server_arguments, api_key, positive_int
 from openjev.domain.debiasing import DEBIAS_MODES
 from openjev.quality.dataset import DatasetError
-from openjev.quality.runner import Collected, EvalOptions, format_report, run_eval
+from openjev.quality.html_report import render_html
+from openjev.quality.runner import Collected, EvalOptions, EvalReport, format_report, run_eval
 
 DEBIAS_CHOICES = DEBIAS_MODES
 INTERRUPTED_EXIT_CODE = 130  # Ctrl-C, as a shell reports it
@@ -27,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "Send each labelled item ({state, question, gold} per line) to a System One server and report "
             "accuracy, Brier score, expected calibration error with its reliability table, latency and "
             "throughput per file. Exits 1 when any item failed, 130 when interrupted (the report then covers "
-            "what was answered, and --out still gets it)."
+            "what was answered, and --out and --html still get it)."
         ),
     )
     parser.add_argument("files", nargs="+", type=Path, metavar="FILE.jsonl")
@@ -67,7 +68,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--limit", type=positive_int, default=None, help="only the first N items of each file")
     parser.add_argument("--out", type=Path, default=None, help="also write the full report as JSON here (a new file)")
-    parser.add_argument("--force", action="store_true", help="let --out replace an existing file (never an input)")
+    parser.add_argument(
+        "--html",
+        type=Path,
+        default=None,
+        metavar="REPORT.html",
+        help="also write the report as one self-contained HTML page with its plots here (a new file)",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="let --out and --html replace an existing file (never an input)"
+    )
     parser.set_defaults(run=main_from_args)
 
 
@@ -79,18 +89,46 @@ def _pattern(text: str) -> str:
     return text
 
 
-def check_report_path(out: Path, inputs: list[Path], *, force: bool) -> None:
-    """DatasetError when the report cannot go to `out`; checked before any item is sent."""
+def check_report_path(out: Path, inputs: list[Path], *, force: bool, flag: str = "--out") -> None:
+    """DatasetError when the report cannot go to `out` (given as `flag`); checked before any item is sent."""
+    example = "report.html" if flag == "--html" else "report.json"
     if out.is_dir():
-        raise DatasetError(f"--out {out} is a directory: name a file (e.g. {out / 'report.json'})")
+        raise DatasetError(f"{flag} {out} is a directory: name a file (e.g. {out / example})")
     if not out.parent.is_dir():
-        raise DatasetError(f"--out {out}: the folder {out.parent} does not exist")
+        raise DatasetError(f"{flag} {out}: the folder {out.parent} does not exist")
     if not out.exists():
         return
     if any(path.exists() and out.samefile(path) for path in inputs):
-        raise DatasetError(f"--out {out} is one of the labelled files: name another file for the report")
+        raise DatasetError(f"{flag} {out} is one of the labelled files: name another file for the report")
     if not force:
-        raise DatasetError(f"--out {out} already exists: pass --force to replace it, or name another file")
+        raise DatasetError(f"{flag} {out} already exists: pass --force to replace it, or name another file")
+
+
+def report_paths(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """The files the report goes to, as (flag, path); DatasetError when one cannot take it."""
+    paths = [(flag, path) for flag, path in (("--out", args.out), ("--html", args.html)) if path is not None]
+    inputs = [*args.files, *args.examples_from]
+    for flag, path in paths:
+        check_report_path(path, inputs, force=args.force, flag=flag)
+    if len(paths) == 2 and paths[0][1].absolute() == paths[1][1].absolute():
+        raise DatasetError(f"--out and --html both name {args.out}: give each its own file")
+    return paths
+
+
+def write_reports(report: EvalReport, paths: list[tuple[str, Path]]) -> bool:
+    """Write the report to each file; False (and a message) when one could not be written."""
+    ok = True
+    for flag, path in paths:
+        if flag == "--html":
+            data = render_html(report).encode()
+        else:
+            data = msgspec.json.format(msgspec.json.encode(report)) + b"\n"
+        try:
+            path.write_bytes(data)
+        except OSError as exc:
+            print(f"openjev eval: {flag} {path}: {exc.strerror or exc}", file=sys.stderr)
+            ok = False
+    return ok
 
 
 def main_from_args(args: argparse.Namespace) -> int:
@@ -108,23 +146,20 @@ def main_from_args(args: argparse.Namespace) -> int:
         examples_apart=args.examples_apart,
     )
     collected = Collected()
+    paths: list[tuple[str, Path]] = []  # none until checked: an early Ctrl-C writes nowhere
     try:
-        if args.out is not None:
-            check_report_path(args.out, args.files, force=args.force)
+        paths = report_paths(args)
         report = asyncio.run(run_eval(args.files, options, collected))
     except DatasetError as exc:
         print(f"openjev eval: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # Ctrl-C: report what was answered, and keep it when --out names a file
+    except KeyboardInterrupt:  # Ctrl-C: report what was answered, and keep it when --out or --html names a file
         report = collected.partial(options)
     print(format_report(report))
-    if args.out is not None:
-        try:
-            args.out.write_bytes(msgspec.json.format(msgspec.json.encode(report)) + b"\n")
-        except OSError as exc:
-            print(f"openjev eval: --out {args.out}: {exc.strerror or exc}", file=sys.stderr)
-            return 2
+    if not write_reports(report, paths):
+        return 2
     if report.interrupted:
-        print("openjev eval: interrupted" + (f"; partial report in {args.out}" if args.out else ""), file=sys.stderr)
+        written = " and ".join(str(path) for _, path in paths)
+        print("openjev eval: interrupted" + (f"; partial report in {written}" if paths else ""), file=sys.stderr)
         return INTERRUPTED_EXIT_CODE
     return 1 if any(f.failures for f in report.files) else 0

@@ -231,6 +231,31 @@ def best_threshold(scores: Sequence[float], positive: Sequence[bool]) -> Thresho
     return best
 
 
+class Interval(msgspec.Struct, frozen=True):
+    low: float
+    high: float
+
+
+WILSON_Z = 1.959963984540054  # the normal quantile of 97.5 %: a 95 % interval
+
+
+def wilson_interval(successes: int, trials: int, z: float = WILSON_Z) -> Interval | None:
+    """The Wilson score interval of a proportion; None without trials.
+
+    Unlike p ± z·√(p(1−p)/n) it stays within [0, 1] and does not shrink to nothing at 0 or n
+    successes, which the small dev sets (tens of items) reach.
+    """
+    if trials <= 0:
+        return None
+    p = successes / trials
+    denominator = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denominator
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
+    low = 0.0 if successes <= 0 else max(0.0, centre - half)  # exact ends: no rounding residue at 0 or n
+    high = 1.0 if successes >= trials else min(1.0, centre + half)
+    return Interval(low=low, high=high)
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """The q-th percentile (0–100) by linear interpolation between closest ranks."""
     if not values:

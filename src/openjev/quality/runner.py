@@ -17,6 +17,7 @@ import msgspec
 from openjev.client.progress import Progress
 from openjev.client.systemone import Reply, SystemOneClient
 from openjev.contracts.systemone.wire import ChoiceQuestion, Question
+from openjev.domain.state import as_text
 from openjev.quality.dataset import EvalItem, answer_names, gold_index, load_items
 from openjev.quality.examples import ExamplePool
 from openjev.quality.metrics import (
@@ -43,6 +44,7 @@ from openjev.quality.metrics import (
 
 QUESTION_ID = "q"
 MAX_ERRORS_SHOWN = 5
+EXCERPT_CHARS = 240  # of each item's state kept in the report: enough to recognise it, bounded whatever the state
 
 
 class EvalOptions(msgspec.Struct, frozen=True, kw_only=True):
@@ -74,16 +76,19 @@ class Outcome(msgspec.Struct):
 
 
 class ItemAnswer(msgspec.Struct, omit_defaults=True):
-    """One item's answer, for finding which items a figure is made of (`--out` only).
+    """One item's answer, for finding which items a figure is made of (`--out`, `--html`).
 
     `answer` and `reversed_answer` are answer names as the server reports them (an option, `true` or
-    `false`, a level's index); `probabilities` by answer name; `error` when the item failed.
+    `false`, a level's index); `probabilities` by answer name; `error` when the item failed. `excerpt`
+    is the start of the state as the model read it, `state_chars` its whole length (more: it was cut).
     """
 
     index: int
     gold: str | bool | int
     id: str | None = None
     pair: str | None = None
+    excerpt: str = ""
+    state_chars: int = 0
     answer: str | None = None
     probabilities: dict[str, float] | None = None
     reversed_answer: str | None = None
@@ -246,7 +251,16 @@ async def evaluate_item(
 def item_answer(outcome: Outcome) -> ItemAnswer:
     item = outcome.item
     names = answer_names(item.question)
-    answer = ItemAnswer(index=outcome.index, gold=item.gold, id=item.id, pair=item.pair, error=outcome.error)
+    state = as_text(item.state)
+    answer = ItemAnswer(
+        index=outcome.index,
+        gold=item.gold,
+        id=item.id,
+        pair=item.pair,
+        excerpt=state[:EXCERPT_CHARS],
+        state_chars=len(state),
+        error=outcome.error,
+    )
     if outcome.prediction is not None:
         answer.answer = names[outcome.prediction.top]
         answer.probabilities = dict(zip(names, outcome.prediction.probabilities, strict=True))
