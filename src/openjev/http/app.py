@@ -97,8 +97,8 @@ def create_app(
         openapi_config=openapi_docs.document_config(
             openapi_docs.TITLE,
             openjev.__version__,
-            "Typed decisions read from an open LLM's first answer token. See /docs for Swagger UI, "
-            "and [the playground](/playground) to ask a decision from a form and see its answers.",
+            "Typed decisions read from an open LLM's first answer token. Try them in "
+            "[the playground](/playground) (a form, its answers drawn as bars); Swagger UI is at [/docs](/docs).",
         ),
         request_max_body_size=None,  # read_body enforces the limit, on the inflated bytes too
         logging_config=None,
