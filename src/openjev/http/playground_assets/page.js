@@ -244,6 +244,10 @@
   }
 
   function start() {
+    if (!document.querySelector('input[name="contract"]')) {
+      showResult("error", h("p", { className: "error" }, "This server serves neither System One nor Decisions: nothing to ask."));
+      return;
+    }
     const model = byId("model");
     const state = byId("state");
     model.value = form.model;
