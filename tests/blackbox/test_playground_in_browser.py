@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from openjev.contracts.decisions.openapi import DECISIONS_EXAMPLE
+from openjev.http.playground import EXAMPLE
 from tests.blackbox.cdp import Page, browser_page
 from tests.blackbox.conftest import API_KEY, ServerProcess, clean_env
 
@@ -97,6 +99,12 @@ async def snippet(page: Page, which: str) -> str:
     return text
 
 
+async def curl_body(page: Page) -> Any:
+    """The body the curl snippet sends: what Decide sends too (both come from `requestBody`)."""
+    quoted = (await snippet(page, "curl")).split(" -d '", 1)[1].removesuffix("'")
+    return json.loads(quoted.replace("'\\''", "'"))
+
+
 async def save_screenshot(page: Page, path: Path) -> None:
     await asyncio.to_thread(path.write_bytes, await page.screenshot())
     print(f"screenshot: {path}")
@@ -164,6 +172,34 @@ async def test_the_decisions_contract_gives_the_same_decision(page: Page, server
     check_offline(page, server)
 
 
+HI = [{"role": "user", "content": "Hi"}]
+STATES: list[tuple[str, str, Any, Any]] = [  # (State text, read as, System One `state`, Decisions `input`)
+    (json.dumps(HI), "transcript", HI, HI),
+    (json.dumps({"messages": HI}), "transcript", {"messages": HI}, HI),
+    ('{"order": 42, "paid": true}', "json", {"order": 42, "paid": True}, '{"order":42,"paid":true}'),
+    ("Refund me, please.", "text", "Refund me, please.", "Refund me, please."),
+    ('"quoted"', "text", '"quoted"', '"quoted"'),
+    ("{not json", "text", "{not json", "{not json"),
+]
+
+
+async def test_the_form_becomes_each_contracts_request(page: Page, server: ServerProcess) -> None:
+    """The example is the documented request on both wires; State is JSON when it parses to one, else text."""
+    await open_playground(page, server)
+    assert await curl_body(page) == EXAMPLE
+    await choose_contract(page, "decisions")
+    assert await curl_body(page) == {**DECISIONS_EXAMPLE, "input": EXAMPLE["state"]}
+    for text, reading, state, input_ in STATES:
+        await type_into(page, "document.getElementById('state')", text)
+        assert await page.evaluate(f"window.PlaygroundWire.readState({json.dumps(text)}).kind") == reading, text
+        for contract, field, expected in (("systemone", "state", state), ("decisions", "input", input_)):
+            await choose_contract(page, contract)
+            assert (await curl_body(page))[field] == expected, (text, contract)
+            result = await decide(page)
+            assert result["state"] == "ok", (text, contract, result["text"])
+    check_offline(page, server)
+
+
 async def test_questions_can_be_added_edited_and_removed(page: Page, server: ServerProcess) -> None:
     await open_playground(page, server)
     await click_button(page, "Remove question", question(0))  # refund
@@ -181,7 +217,7 @@ async def test_questions_can_be_added_edited_and_removed(page: Page, server: Ser
         f"(s => {{ s.value = 'choice'; s.dispatchEvent(new Event('change')); }})({question(4)}.querySelector('select'))"
     )
 
-    body = json.loads((await snippet(page, "curl")).split(" -d '", 1)[1].removesuffix("'"))
+    body = await curl_body(page)
     assert list(body["questions"]) == ["department", "urgency", "channel", "q4", "q5"]
     assert body["questions"]["channel"]["criteria"] == {"email": None, "phone": None, "chat": None}
     assert body["questions"]["q4"] == {
