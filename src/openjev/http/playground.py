@@ -3,8 +3,9 @@
 Plain HTML, one stylesheet and two hand-written scripts, all served by the app itself (no build
 step, no CDN, no package), so the page works offline and on an air-gapped deployment. Its policy
 is stricter than the docs pages': scripts, styles, images and connections from this server only,
-no inline script or style at all. The page carries what its script cannot know by itself, as data
-attributes: the example it starts from, whether the server wants a key, and the contracts served.
+no inline script or style at all. The page carries what its script cannot know by itself: the
+example it starts from and whether the server wants a key (data attributes), and the contracts
+served (one radio button each).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import html
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -23,7 +23,6 @@ from litestar.enums import MediaType
 from litestar.exceptions import NotFoundException
 from litestar.params import FromPath
 
-from openjev.contracts.spec import ContractSpec
 from openjev.contracts.systemone.openapi import EXAMPLE_REQUEST
 from openjev.http.lifecycle import AppState
 
@@ -90,7 +89,8 @@ def _attribute(value: object) -> str:
     return html.escape(value if isinstance(value, str) else json.dumps(value), quote=True)
 
 
-def page(*, keyed: bool, contracts: Sequence[tuple[str, str]]) -> str:
+@cache
+def page(*, keyed: bool, contracts: tuple[tuple[str, str], ...]) -> str:
     """The page's HTML; `contracts`: (name, path) of each contract served that the script knows."""
     choices = "\n".join(
         f'<label class="contract"><input type="radio" name="contract" value="{_attribute(name)}" '
@@ -161,8 +161,7 @@ def page(*, keyed: bool, contracts: Sequence[tuple[str, str]]) -> str:
 @get(PAGE_PATH, include_in_schema=False, media_type=MediaType.HTML, sync_to_thread=False)
 def playground(state: AppState) -> Response[str]:
     """The playground; it asks for a key only when this server has one (OPENJEV_API_KEY)."""
-    served: tuple[ContractSpec[Any], ...] = state.contracts
-    contracts = [(spec.name, spec.path) for spec in served if spec.name in CONTRACT_LABELS]
+    contracts = tuple((spec.name, spec.path) for spec in state.contracts if spec.name in CONTRACT_LABELS)
     content = page(keyed=state.service.settings.api_key is not None, contracts=contracts)
     return Response(content=content, media_type=MediaType.HTML, headers=PAGE_HEADERS)
 
