@@ -32,6 +32,7 @@ def test_scalar_renders_the_document_offline_under_the_policy(server: str) -> No
     assert 'class="scalar-app' in dom  # the bundle ran
     body = dom.split("</head>", 1)[1]  # the page's own <title> proves nothing
     assert TITLE in body and "/v1/systemone" in body and SUMMARY in body  # drawn from the fetched document
+    assert '<a href="/playground">' in body  # the document's description, rendered as a link
     assert refusals(log) == []
 
 
@@ -39,4 +40,5 @@ def test_swagger_ui_renders_the_document_offline_under_the_policy(server: str) -
     dom, log = render(server + "/docs")
     assert 'data-path="/v1/systemone"' in dom and "opblock-post" in dom and SUMMARY in dom
     assert 'data-path="/health"' in dom
+    assert '<a href="/playground"' in dom
     assert refusals(log) == []

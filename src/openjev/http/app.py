@@ -14,7 +14,7 @@ import openjev
 from openjev.bootstrap import build_runtime
 from openjev.contracts.registry import CONTRACTS
 from openjev.contracts.spec import ContractSpec
-from openjev.http import docs_pages, openapi_docs, routes
+from openjev.http import docs_pages, openapi_docs, playground, routes
 from openjev.http.decision_routes import decision_route
 from openjev.http.errors import error_handlers
 from openjev.http.lifecycle import AppState, ServiceLifecycle
@@ -82,6 +82,8 @@ def create_app(
             docs_pages.scalar,
             docs_pages.swagger,
             docs_pages.asset,
+            playground.playground,
+            playground.playground_asset,
         ],
         state=AppState({"service": service, "contracts": contracts, "guarded_paths": guarded_paths}),
         lifespan=[lifespan],
@@ -95,7 +97,8 @@ def create_app(
         openapi_config=openapi_docs.document_config(
             openapi_docs.TITLE,
             openjev.__version__,
-            "Typed decisions read from an open LLM's first answer token. See /docs for Swagger UI.",
+            "Typed decisions read from an open LLM's first answer token. Try them in "
+            "[the playground](/playground) (a form, its answers drawn as bars); Swagger UI is at [/docs](/docs).",
         ),
         request_max_body_size=None,  # read_body enforces the limit, on the inflated bytes too
         logging_config=None,
