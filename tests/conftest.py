@@ -3,6 +3,7 @@ anything runs, what the selected tests need beyond `uv sync` is checked, and nam
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from collections.abc import Iterator
 
@@ -24,6 +25,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         missing.append(f"the Qwen3 tokenizer: {FETCH_HINT}")
     if shutil.which("chromium") is None and any(item.get_closest_marker("needs_chromium") for item in items):
         missing.append("chromium: apt-get install -y chromium")
+    if importlib.util.find_spec("torch") is None and any(item.get_closest_marker("needs_torch") for item in items):
+        missing.append("PyTorch: uv sync --group tune")
     if missing:
         pytest.exit("missing test prerequisites: " + "; ".join(missing), returncode=PREREQUISITES_MISSING)
 

@@ -28,6 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--backend", choices=["auto", *BACKENDS], help="OPENJEV_BACKEND (default auto)")
     serve.add_argument("--connect", metavar="URL", help="use an SGLang (or SGLang router) already running at URL")
     serve.add_argument("--sglang-python", metavar="PATH", help="launch SGLang with this Python (another environment)")
+    serve.add_argument("--adapter", metavar="DIR", help="serve with the adapter `openjev tune` wrote (OPENJEV_ADAPTER)")
     serve.set_defaults(run=_serve)
 
     schema = commands.add_parser("schema", help="print the OpenAPI schema (no model, no network)")
@@ -45,6 +46,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     register_run(commands)
 
+    from openjev.tuning.cli import register as register_tune
+
+    register_tune(commands)
+
     args = parser.parse_args(argv)
     try:
         code: int = args.run(args)
@@ -61,6 +66,7 @@ def _serve(args: argparse.Namespace) -> int:
         "backend": args.backend,
         "sglang_url": args.connect,
         "sglang_python": args.sglang_python,
+        "adapter": args.adapter,
     }
     settings = load_settings(**overrides)
     configure_logging(settings.log_level)

@@ -11,13 +11,16 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import msgspec
+
 from openjev.adapters.embedded.backend import EmbeddedBackend
 from openjev.adapters.embedded.built import sha256_of
 from openjev.adapters.embedded.gguf_codec import GGUFCodec
 from openjev.adapters.embedded.llama_engine import Engine, EngineConfig, LlamaEngine, available_cpus
-from openjev.adapters.embedded.merged import describe_merged, engine_file, engine_path
-from openjev.adapters.embedded.model import describe_model, resolve_model_path
-from openjev.adapters.embedded.packaged_models import PackagedModel
+from openjev.adapters.embedded.merged import describe_merged, served_file, served_path
+from openjev.adapters.embedded.model import ModelInfo, describe_model, resolve_model_path
+from openjev.adapters.embedded.packaged_models import DEFAULT_MODEL, PACKAGED_MODELS, PackagedModel
+from openjev.adapters.embedded.tuned import AdapterFolder, read_folder
 from openjev.domain.errors import StartupError
 from openjev.domain.ports import PromptCodec, ScoringBackend
 from openjev.runtime import Runtime
@@ -29,20 +32,25 @@ def build_runtime(settings: Settings) -> Runtime:
 
     A packaged model is assembled in the cache the first time (seconds, once) and its sha256 is
     checked in `backend.start()`, before llama.cpp reads it. Raises StartupError when OPENJEV_MODEL
-    is not a readable GGUF file or a packaged model is missing.
+    is not a readable GGUF file or a packaged model is missing. A tuned adapter (OPENJEV_ADAPTER) is
+    read and checked against its manifest here, and merged in `backend.start()`.
     """
     path, packaged = resolve_model_path(
         settings.model, settings.embedded.resolved_cache_dir(), revision=settings.revision
     )
+    tuned = _tuned(settings, packaged)
     info = describe_model(path, settings.served_model_name or (packaged.public_name if packaged else None))
     if packaged is not None and packaged.adapter is not None:
         info = describe_merged(info, packaged)
+    base_names = {info.public_name, info.file_stem, info.short_stem}
+    if tuned is not None:
+        info = _describe_tuned(info, tuned, settings.served_model_name)
     engine = choose_engine(settings.embedded.engine, info.architecture)
     build = _openvino_backend if engine == "openvino" else _llama_backend
-    backend = build(settings, path, packaged)
+    backend = build(settings, path, packaged, tuned)
 
     def load_codec() -> PromptCodec:  # from the file the engine loaded, checked by then
-        codec = GGUFCodec.from_gguf(engine_path(packaged, path, settings.embedded.resolved_cache_dir()))
+        codec = GGUFCodec.from_gguf(served_path(packaged, path, settings.embedded.resolved_cache_dir(), tuned))
         if isinstance(backend, EmbeddedBackend) and backend.started:  # prove it tokenizes as llama.cpp does
             backend.check_codec(codec)
         return codec
@@ -58,9 +66,37 @@ def build_runtime(settings: Settings) -> Runtime:
         )
         if engine == "openvino"
         else info.description,
-        accepted_models=frozenset({info.public_name, real_name, info.file_stem, info.short_stem}),
+        accepted_models=frozenset({info.public_name, real_name, *base_names}),
         default_debias=packaged.debias if packaged else None,
         default_temperature=packaged.temperature if packaged else None,
+    )
+
+
+def _tuned(settings: Settings, packaged: PackagedModel | None) -> AdapterFolder | None:
+    """OPENJEV_ADAPTER's folder, read and checked; refused at once when it names another packaged model
+    (a model given by path is checked by its sha256 when the backend starts)."""
+    if settings.embedded.adapter is None:
+        return None
+    tuned = read_folder(Path(settings.embedded.adapter).expanduser())
+    trained_on = tuned.manifest.base_model
+    served = packaged.name if packaged is not None else settings.model or DEFAULT_MODEL.name
+    if trained_on in PACKAGED_MODELS and trained_on != served:
+        raise StartupError(
+            f"the adapter in {tuned.folder} was trained on {trained_on}, and the model served is {served}: "
+            f"set OPENJEV_MODEL={trained_on}, or train the adapter again on {served}"
+        )
+    return tuned
+
+
+def _describe_tuned(info: ModelInfo, tuned: AdapterFolder, served_model_name: str | None) -> ModelInfo:
+    """The adapted model's id, `<base>+<adapter name>` (OPENJEV_SERVED_MODEL_NAME still wins), and what it is."""
+    manifest = tuned.manifest
+    after = f"{manifest.after.accuracy:.0%} right on its {manifest.after.items} evaluation items, against "
+    after += f"{manifest.before.accuracy:.0%} before"
+    return msgspec.structs.replace(
+        info,
+        public_name=served_model_name or f"{info.public_name}+{manifest.name}",
+        description=f"{info.description} With the adapter `{manifest.name}` trained by openjev tune ({after}).",
     )
 
 
@@ -85,7 +121,9 @@ def choose_engine(setting: str, architecture: str) -> str:
     return "openvino" if installed and architecture in AUTO_OPENVINO else "llama.cpp"
 
 
-def _openvino_backend(settings: Settings, path: Path, packaged: PackagedModel | None) -> ScoringBackend:
+def _openvino_backend(
+    settings: Settings, path: Path, packaged: PackagedModel | None, tuned: AdapterFolder | None
+) -> ScoringBackend:
     from openjev.adapters.openvino.backend import OpenVINOBackend
     from openjev.adapters.openvino.convert import ensure_model
     from openjev.adapters.openvino.engine import EngineConfig as OpenVINOConfig
@@ -96,7 +134,7 @@ def _openvino_backend(settings: Settings, path: Path, packaged: PackagedModel | 
     context = settings.embedded.slot_context
 
     def load_engine() -> OpenVINOEngine:
-        source, source_sha256 = engine_file(packaged, path, cache_dir, workers=threads)
+        source, source_sha256 = served_file(packaged, path, cache_dir, tuned, workers=threads)
         model_xml = ensure_model(source, source_sha256 or sha256_of(source), cache_dir, workers=threads)
         config = OpenVINOConfig(
             model_xml=model_xml,
@@ -106,20 +144,22 @@ def _openvino_backend(settings: Settings, path: Path, packaged: PackagedModel | 
         )
         return OpenVINOEngine.load(config)
 
-    served = engine_path(packaged, path, cache_dir).name
+    served = served_path(packaged, path, cache_dir, tuned).name
     return OpenVINOBackend(load_engine, model=served, threads=threads, context=context)
 
 
-def _llama_backend(settings: Settings, path: Path, packaged: PackagedModel | None) -> EmbeddedBackend:
+def _llama_backend(
+    settings: Settings, path: Path, packaged: PackagedModel | None, tuned: AdapterFolder | None
+) -> EmbeddedBackend:
     cache_dir = settings.embedded.resolved_cache_dir()
 
     def load_engine(config: EngineConfig) -> Engine:
-        engine_file(packaged, path, cache_dir, workers=config.threads)  # checked (built first if need be)
+        served_file(packaged, path, cache_dir, tuned, workers=config.threads)  # checked (built first if need be)
         return LlamaEngine.load(config)
 
     return EmbeddedBackend(
         EngineConfig.create(
-            engine_path(packaged, path, cache_dir),
+            served_path(packaged, path, cache_dir, tuned),
             threads=settings.embedded.threads,
             parallel_slots=settings.embedded.parallel_slots,
             slot_context=settings.embedded.slot_context,

@@ -1,5 +1,6 @@
 """The GGUF an engine loads for a packaged model: the verified packaged file, or that file with the
-model's adapter merged, built once in the cache and checked at every start.
+model's adapter merged, built once in the cache and checked at every start; and on top of either (or
+of any GGUF), a user's adapter from `openjev tune` (OPENJEV_ADAPTER), merged the same way.
 
 A fine-tuned packaged model ships as its base's packages plus a small LoRA adapter inside openjev.
 Merging rewrites every weight matrix as Q8_0 with the adapter's update added (`requantize.py`),
@@ -24,6 +25,7 @@ from openjev.adapters.embedded.built import MANIFEST, check_built, read_manifest
 from openjev.adapters.embedded.model import ModelInfo
 from openjev.adapters.embedded.packaged_models import Adapter, PackagedModel, verify
 from openjev.adapters.embedded.requantize import requantize
+from openjev.adapters.embedded.tuned import AdapterFolder
 from openjev.domain.errors import StartupError
 from openjev.logs import get_logger
 
@@ -67,13 +69,59 @@ def ensure_merged(
 ) -> tuple[Path, str]:
     """The merged GGUF and its sha256, re-hashed against the manifest (a second, once built)."""
     merged = merged_file(model, adapter, cache_dir)
-    folder = merged.parent
-    if not (folder / MANIFEST).is_file():
+    if not (merged.parent / MANIFEST).is_file():
         verify(model, base)
-        _build(model, adapter, base, merged, workers)
-    manifest = read_manifest(folder, Manifest, "merged model")
-    actual = check_built(merged, manifest.sha256)
-    return merged, actual
+        source = adapter.path()
+        actual = sha256_of(source)
+        if actual != adapter.sha256:
+            raise StartupError(
+                f"the adapter {source} has sha256 {actual}, expected {adapter.sha256}: reinstall openjev"
+            )
+        _build(model.name, base, Manifest(model.sha256, adapter.sha256, ""), source, merged, workers)
+    return _checked(merged)
+
+
+def served_file(
+    packaged: PackagedModel | None, path: Path, cache_dir: Path, tuned: AdapterFolder | None, *, workers: int
+) -> tuple[Path, str | None]:
+    """`engine_file`'s GGUF, with the tuned adapter merged on top when one is served (OPENJEV_ADAPTER).
+
+    The adapter must have been trained on that very file: its manifest's sha256 must be the file's.
+    """
+    base, known = engine_file(packaged, path, cache_dir, workers=workers)
+    if tuned is None:
+        return base, known
+    base_sha256 = known or sha256_of(base)
+    manifest = tuned.manifest
+    if base_sha256 != manifest.base_sha256:
+        raise StartupError(
+            f"the adapter in {tuned.folder} was trained on {manifest.base_model} ({manifest.base_file}, sha256 "
+            f"{manifest.base_sha256[:12]}…), not on the model served here ({base.name}, sha256 {base_sha256[:12]}…): "
+            f"serve it with OPENJEV_MODEL={manifest.base_model}, or train it again on this model"
+        )
+    merged = tuned_file(base, base_sha256, tuned, cache_dir)
+    if not (merged.parent / MANIFEST).is_file():
+        _build(manifest.name, base, Manifest(base_sha256, manifest.adapter_sha256, ""), tuned.adapter, merged, workers)
+    return _checked(merged)
+
+
+def served_path(packaged: PackagedModel | None, path: Path, cache_dir: Path, tuned: AdapterFolder | None) -> Path:
+    """Where `served_file` will find its GGUF, without building or checking it (instantly)."""
+    base = engine_path(packaged, path, cache_dir)
+    if tuned is None:
+        return base
+    return tuned_file(base, tuned.manifest.base_sha256, tuned, cache_dir)
+
+
+def tuned_file(base: Path, base_sha256: str, tuned: AdapterFolder, cache_dir: Path) -> Path:
+    key = hashlib.sha256(f"{base_sha256}:{tuned.manifest.adapter_sha256}:q8_0".encode()).hexdigest()[:16]
+    stem = base.name.removesuffix(".gguf").split(".")[0]
+    return cache_dir / f"{stem}+{tuned.manifest.name}.{key}" / f"{stem}+{tuned.manifest.name}.Q8_0.gguf"
+
+
+def _checked(merged: Path) -> tuple[Path, str]:
+    manifest = read_manifest(merged.parent, Manifest, "merged model")
+    return merged, check_built(merged, manifest.sha256)
 
 
 def describe_merged(info: ModelInfo, model: PackagedModel) -> ModelInfo:
@@ -90,28 +138,23 @@ def describe_merged(info: ModelInfo, model: PackagedModel) -> ModelInfo:
     )
 
 
-def _build(model: PackagedModel, adapter: Adapter, base: Path, merged: Path, workers: int) -> None:
-    source = adapter.path()
-    actual = sha256_of(source)
-    if actual != adapter.sha256:
-        raise StartupError(f"the adapter {source} has sha256 {actual}, expected {adapter.sha256}: reinstall openjev")
+def _build(name: str, base: Path, record: Manifest, adapter: Path, merged: Path, workers: int) -> None:
+    """Merge `adapter` into `base` as `merged`, with a manifest: `record` with the merged file's sha256."""
     started = time.perf_counter()
     folder = merged.parent
-    log.info("merged_model_building", base=base.name, adapter=adapter.file, into=str(folder))
+    log.info("merged_model_building", base=base.name, adapter=adapter.name, into=str(folder))
     folder.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
     try:
-        requantize(base, work / merged.name, workers=workers, adapter=source)
-        manifest = Manifest(
-            base_sha256=model.sha256, adapter_sha256=adapter.sha256, sha256=sha256_of(work / merged.name)
-        )
+        requantize(base, work / merged.name, workers=workers, adapter=adapter)
+        manifest = msgspec.structs.replace(record, sha256=sha256_of(work / merged.name))
         (work / MANIFEST).write_bytes(msgspec.json.encode(manifest))
         if folder.exists():
             shutil.rmtree(folder)
         os.replace(work, folder)
     except OSError as exc:
         raise StartupError(
-            f"cannot build the {model.name} model in {folder.parent}: {exc.strerror or exc}; "
+            f"cannot build the {name} model in {folder.parent}: {exc.strerror or exc}; "
             "set OPENJEV_CACHE_DIR to a writable directory with 2 GB free"
         ) from None
     finally:

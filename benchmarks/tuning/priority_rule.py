@@ -1,0 +1,118 @@
+"""Labelled tickets whose priority follows a rule the packaged model was never told: a set to tune on.
+
+    uv run python benchmarks/tuning/priority_rule.py N SEED OUT.jsonl [--policy-in-question] [--held-out]
+
+The rule: the issue's base urgency (a question or cosmetic defect 0, something broken with a
+workaround 1, an outage, lost data or a failed payment 2), plus one when the customer is angry, plus
+one on the Premium plan, capped at 3; the levels are Low, Normal, High and Critical. Tickets are
+drawn from phrase lists (issues, moods, plans, names, products) and the label is computed from what
+was drawn, so every label is right by construction. `--policy-in-question` writes the rule into the
+question's instructions; without it the question only asks for the priority, and the labels alone
+teach the rule. Each phrase list is split in two: training sets draw from one half, `--held-out`
+sets from the other, so a measuring set shares no issue text, mood line or name with training.
+"""
+
+import json
+import random
+import sys
+
+ISSUES = {
+    0: [
+        "How do I change the currency shown on my invoices?",
+        "The export button label says 'Exprot' instead of 'Export'.",
+        "Could you add a dark mode to the dashboard?",
+        "Where can I find last year's receipts?",
+        "The logo on the settings page looks slightly blurry.",
+        "Is there a way to rename a project after creating it?",
+        "Can I get the monthly report as a PDF instead of CSV?",
+        "The tooltip on the pricing page overlaps the text a little.",
+    ],
+    1: [
+        "Search results take about ten seconds to load, but they do appear eventually.",
+        "CSV imports fail for files over 5 MB; splitting the file works for now.",
+        "Email notifications arrive a few hours late.",
+        "The mobile app crashes when I rotate the screen; it works if I keep it upright.",
+        "Two-factor codes sometimes fail the first time but work on a retry.",
+        "The calendar sync skips recurring events; I add them by hand for now.",
+        "Charts on the analytics page do not render in Firefox, Chrome works.",
+        "Bulk edit only applies to the first 50 rows; I repeat it for the rest.",
+    ],
+    2: [
+        "Nobody on our team can log in since this morning; the login page returns an error.",
+        "Our payment to renew the subscription failed and the account is now locked.",
+        "All of the documents in our shared folder disappeared overnight.",
+        "The API returns 500 for every request, our integration is completely down.",
+        "Customers are being charged twice for every order since the last update.",
+        "Our whole workspace shows as empty, every project is gone.",
+        "Checkout is broken: no customer can pay on our store right now.",
+        "Data we saved yesterday has been overwritten with blank values.",
+    ],
+}
+CALM = [
+    "Thanks in advance for looking into it.",
+    "No rush, whenever you get a chance.",
+    "Appreciate your help as always.",
+    "Let me know if you need more details.",
+    "Thank you!",
+    "Kind regards.",
+]
+ANGRY = [
+    "This is completely unacceptable and I am furious.",
+    "I am extremely angry, this keeps happening and nobody fixes it!",
+    "Honestly this is ridiculous. Fix it NOW.",
+    "I'm fed up with your service, this is the last straw!!",
+    "Are you kidding me? I am livid about this.",
+    "Your product is a joke and I'm sick of it.",
+]
+PLANS = {False: ["Free", "Starter", "Team"], True: ["Premium"]}
+NAMES = ["Ana", "Ben", "Chloe", "Dmitri", "Eun-ji", "Farid", "Grace", "Hugo", "Ines", "Jonas", "Keiko", "Liam"]
+LEVELS = ["Low", "Normal", "High", "Critical"]
+POLICY = (
+    "Priority policy: start from the issue's base urgency (Low for questions, requests and cosmetic defects; "
+    "Normal when something is broken but a workaround exists; High for an outage, lost data or failed payments). "
+    "Raise it one level when the customer is angry, and one level when the customer is on the Premium plan. "
+    "Critical is the highest level."
+)
+
+
+def half(items: list[str], held_out: bool) -> list[str]:
+    return items[int(held_out) :: 2]
+
+
+def ticket(rnd: random.Random, index: int, in_question: bool, seed: int, held_out: bool) -> dict:
+    base = rnd.choice([0, 1, 2])
+    angry = rnd.random() < 0.5
+    premium = rnd.random() < 0.4
+    plan = rnd.choice(PLANS[premium])
+    name = rnd.choice(half(NAMES, held_out))
+    mood = rnd.choice(half(ANGRY if angry else CALM, held_out))
+    issue = rnd.choice(half(ISSUES[base], held_out))
+    state = f"From: {name} (plan: {plan})\nSubject: support request\n\n{issue} {mood}"
+    level = min(3, base + angry + premium)
+    instructions = "What priority should this ticket get?"
+    if in_question:
+        instructions = f"{POLICY} What priority should this ticket get?"
+    return {
+        "id": f"priority-{seed}-{index}",
+        "dataset": "priority_rule",
+        "state": state,
+        "question": {"type": "score", "instructions": instructions, "criteria": LEVELS},
+        "gold": level,
+    }
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if len(args) != 3:
+        raise SystemExit(__doc__)
+    count, seed, out = int(args[0]), int(args[1]), args[2]
+    rnd = random.Random(seed)
+    in_question = "--policy-in-question" in sys.argv
+    held_out = "--held-out" in sys.argv
+    with open(out, "w") as handle:
+        for index in range(count):
+            handle.write(json.dumps(ticket(rnd, index, in_question, seed, held_out)) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,8 @@
+"""Teaching the embedded model a user's own decisions: `openjev tune` trains a LoRA adapter on labelled items.
+
+`examples` turns labelled items into the token ids the server sends (no torch); `decoder` is the
+GGUF model in PyTorch with LoRA factors; `trainer` runs the steps, checkpoints and keeps the best;
+`adapter_file` writes the adapter openjev merges and its manifest (no torch); `cli` wires the
+command. PyTorch is the optional `tune` dependency group: only `decoder`, `trainer` and `session`
+import it.
+"""

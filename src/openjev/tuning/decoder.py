@@ -1,0 +1,193 @@
+"""A GGUF decoder model in PyTorch with LoRA factors on its matrices: what `openjev tune` trains.
+
+The weights are the served GGUF's own, dequantized, so an adapter learns a change to the very model
+the server runs and merges back onto it. Only what decisions read is computed: the last position's
+logits over the label ids, never the whole vocabulary. Two architectures, as llama.cpp computes them:
+`llama` (its GGUFs store q and k permuted for rotation of adjacent pairs) and `qwen2` (rotation of
+halves, biases on q, k and v). The layers below the adapted ones run without gradients, which saves
+their activations' memory and their backward pass (`--layers`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from gguf.quants import dequantize
+from torch import nn
+from torch.nn import functional
+
+from openjev.adapters.embedded.gguf_file import read_gguf_metadata, read_layout
+from openjev.domain.errors import StartupError
+
+ROPE_STYLES = {"llama": "pairs", "qwen2": "halves"}
+ADAPTED = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The hyperparameters a forward pass needs, from the GGUF's metadata."""
+
+    architecture: str
+    layers: int
+    width: int
+    ffn: int
+    heads: int
+    kv_heads: int
+    eps: float
+    rope_base: float
+
+    @property
+    def head_dim(self) -> int:
+        return self.width // self.heads
+
+    @classmethod
+    def of(cls, metadata: dict[str, Any], source: Path) -> Shape:
+        arch = str(metadata.get("general.architecture"))
+        if arch not in ROPE_STYLES:
+            raise StartupError(
+                f"{source.name} is a `{arch}` model: openjev tune trains {' and '.join(ROPE_STYLES)} models "
+                "(the packaged ones among them)"
+            )
+        scaling = metadata.get(f"{arch}.rope.scaling.type")
+        if scaling not in (None, "none") and metadata.get(f"{arch}.rope.scaling.factor", 1.0) != 1.0:
+            raise StartupError(f"{source.name} scales its rotary embeddings ({scaling}): openjev tune does not")
+        heads = int(metadata[f"{arch}.attention.head_count"])
+        return cls(
+            architecture=arch,
+            layers=int(metadata[f"{arch}.block_count"]),
+            width=int(metadata[f"{arch}.embedding_length"]),
+            ffn=int(metadata[f"{arch}.feed_forward_length"]),
+            heads=heads,
+            kv_heads=int(metadata.get(f"{arch}.attention.head_count_kv", heads)),
+            eps=float(metadata[f"{arch}.attention.layer_norm_rms_epsilon"]),
+            rope_base=float(metadata.get(f"{arch}.rope.freq_base", 10000.0)),
+        )
+
+
+class LoRALinear(nn.Module):
+    """A frozen matrix (GGUF name `name`) plus (alpha / rank) · B·A, A and B trained (B starts at zero)."""
+
+    def __init__(self, name: str, weight: torch.Tensor, bias: torch.Tensor | None, rank: int, alpha: float) -> None:
+        super().__init__()
+        self.name = name
+        self.weight = weight
+        self.bias = bias
+        self.scale = alpha / rank if rank else 0.0
+        self.a: nn.Parameter | None = None
+        self.b: nn.Parameter | None = None
+        if rank:
+            outputs, inputs = weight.shape
+            bound = 1 / math.sqrt(inputs)  # PEFT's default start for A (Kaiming-uniform with a = √5)
+            self.a = nn.Parameter(torch.empty(rank, inputs, dtype=torch.float32).uniform_(-bound, bound))
+            self.b = nn.Parameter(torch.zeros(outputs, rank, dtype=torch.float32))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = functional.linear(x, self.weight, self.bias)
+        if self.a is None or self.b is None:
+            return y
+        return y + functional.linear(functional.linear(x, self.a.to(x.dtype)), self.b.to(x.dtype)) * self.scale
+
+
+class Block(nn.Module):
+    def __init__(self, shape: Shape, tensors: dict[str, torch.Tensor], index: int, rank: int, alpha: float) -> None:
+        super().__init__()
+        self.shape = shape
+
+        def linear(part: str) -> LoRALinear:
+            name = f"blk.{index}.{part}.weight"
+            return LoRALinear(name, tensors[name], tensors.get(f"blk.{index}.{part}.bias"), rank, alpha)
+
+        self.q, self.k, self.v, self.o = (linear(p) for p in ADAPTED[:4])
+        self.gate, self.up, self.down = (linear(p) for p in ADAPTED[4:])
+        self.attn_norm = tensors[f"blk.{index}.attn_norm.weight"]
+        self.ffn_norm = tensors[f"blk.{index}.ffn_norm.weight"]
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        s, length = self.shape, x.shape[0]
+        n = functional.rms_norm(x, (s.width,), self.attn_norm, s.eps)
+        q = rotate(self.q(n).view(length, s.heads, s.head_dim), cos, sin, s.architecture)
+        k = rotate(self.k(n).view(length, s.kv_heads, s.head_dim), cos, sin, s.architecture)
+        v = self.v(n).view(length, s.kv_heads, s.head_dim)
+        attended = functional.scaled_dot_product_attention(
+            q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), is_causal=True, enable_gqa=True
+        )
+        x = x + self.o(attended.transpose(0, 1).reshape(length, s.width))
+        n = functional.rms_norm(x, (s.width,), self.ffn_norm, s.eps)
+        out: torch.Tensor = x + self.down(functional.silu(self.gate(n)) * self.up(n))
+        return out
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, architecture: str) -> torch.Tensor:
+    """Rotary embeddings as llama.cpp applies them to this architecture's (length, heads, dim) `x`."""
+    cos, sin = cos[:, None, :], sin[:, None, :]
+    if ROPE_STYLES[architecture] == "halves":
+        first, second = x.chunk(2, dim=-1)
+        return torch.cat((first * cos - second * sin, second * cos + first * sin), dim=-1)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
+
+
+class Decoder(nn.Module):
+    """The model, its top `adapted_layers` blocks with LoRA factors of `rank` on every matrix."""
+
+    def __init__(self, shape: Shape, tensors: dict[str, torch.Tensor], *, rank: int, adapted_layers: int) -> None:
+        super().__init__()
+        self.shape = shape
+        self.first_adapted = shape.layers - adapted_layers
+        alpha = 2.0 * rank
+        self.blocks = nn.ModuleList(
+            Block(shape, tensors, i, rank if i >= self.first_adapted else 0, alpha) for i in range(shape.layers)
+        )
+        self.embedding = tensors["token_embd.weight"]
+        self.output = tensors.get("output.weight", self.embedding)  # tied embeddings: the same matrix
+        self.output_norm = tensors["output_norm.weight"]
+        half = shape.head_dim // 2
+        self.inverse_frequencies = shape.rope_base ** (-torch.arange(half, dtype=torch.float64) / half)
+
+    def adapted(self) -> list[LoRALinear]:
+        return [m for m in self.modules() if isinstance(m, LoRALinear) and m.a is not None]
+
+    def label_logits(self, token_ids: list[int], label_ids: tuple[int, ...]) -> torch.Tensor:
+        """The logits of `label_ids` for the token after `token_ids` (float32)."""
+        dtype = self.embedding.dtype
+        angles = torch.arange(len(token_ids), dtype=torch.float64)[:, None] * self.inverse_frequencies[None, :]
+        cos, sin = angles.cos().to(dtype), angles.sin().to(dtype)
+        with torch.no_grad():
+            x = self.embedding[torch.tensor(token_ids)]
+            for block in self.blocks[: self.first_adapted]:
+                x = block(x, cos, sin)
+        for block in self.blocks[self.first_adapted :]:
+            x = block(x, cos, sin)
+        last = functional.rms_norm(x[-1], (self.shape.width,), self.output_norm, self.shape.eps)
+        return (self.output[torch.tensor(label_ids)] @ last).float()
+
+
+def read_shape(path: Path) -> Shape:
+    return Shape.of(read_gguf_metadata(path, arrays=False), path)
+
+
+def load_decoder(path: Path, *, rank: int, layers: int, dtype: torch.dtype, seed: int) -> Decoder:
+    """The GGUF at `path` in PyTorch, its top `layers` blocks with fresh LoRA factors."""
+    shape = read_shape(path)
+    if not 1 <= layers <= shape.layers:
+        raise StartupError(f"--layers {layers}: the model has {shape.layers} layers; adapt 1 to {shape.layers}")
+    layout = read_layout(path)
+    data = np.memmap(path, np.uint8, "r")
+    tensors: dict[str, torch.Tensor] = {}
+    for tensor in layout.tensors:
+        start = layout.data_start + tensor.offset
+        raw = np.asarray(data[start : start + tensor.nbytes])
+        values = dequantize(raw, tensor.kind).astype(np.float32, copy=False).reshape(tuple(reversed(tensor.shape)))
+        tensors[tensor.name] = torch.from_numpy(np.array(values, dtype=np.float32)).to(dtype)  # a writable copy
+    torch.manual_seed(seed)  # the factors' start: the same for the same seed, so runs can be compared
+    return Decoder(shape, tensors, rank=rank, adapted_layers=layers)
+
+
+def parameter_count(path: Path) -> int:
+    """How many weights the model at `path` has (for the memory estimate, before loading anything)."""
+    return sum(math.prod(t.shape) for t in read_layout(path).tensors)

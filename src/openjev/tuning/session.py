@@ -1,0 +1,305 @@
+"""One `openjev tune` run: check everything, render the items, train, write the folder (or nothing).
+
+Every check that can fail on the input runs before anything is written or loaded: the files, the
+output folder, the model, each item as the server would take it, and the memory the run needs.
+While training, the folder holds only `.partial/` (the run's settings and its checkpoint); the
+adapter, its report and, last, its manifest appear when training ends, and `.partial/` goes. A run
+that fails before its first checkpoint leaves no folder behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import torch
+
+import openjev
+from openjev.adapters.embedded.built import sha256_of
+from openjev.adapters.embedded.gguf_codec import GGUFCodec
+from openjev.adapters.embedded.merged import engine_file
+from openjev.adapters.embedded.model import resolve_model_path
+from openjev.adapters.embedded.tuned import ADAPTER, MANIFEST, REPORT, Figures, Manifest, TrainingRecord
+from openjev.bootstrap import build_runtime, limits_from, verified_labels
+from openjev.domain.errors import StartupError
+from openjev.evaluation_plan import EvaluatorConfig
+from openjev.quality.dataset import DatasetError
+from openjev.settings import Settings
+from openjev.tuning.adapter_file import write_adapter, write_atomically
+from openjev.tuning.decoder import load_decoder, read_shape
+from openjev.tuning.examples import TrainingItem, held_out_slice, read_labelled, render
+from openjev.tuning.memory import check_memory
+from openjev.tuning.trainer import CHECKPOINT, Evaluated, Plan, Trainer, evaluate
+
+PARTIAL = ".partial"
+RUN = "run.json"
+INTERRUPTED = 130
+
+
+class Options(msgspec.Struct, frozen=True, kw_only=True):
+    """The command's arguments, as a resumed run must find them again."""
+
+    train: str
+    eval: str | None
+    eval_share: float
+    steps: int | None
+    epochs: float
+    rank: int
+    layers: int | None
+    learning_rate: float
+    seed: int
+    dtype: str
+    name: str
+
+
+class RunRecord(msgspec.Struct, frozen=True):
+    """`.partial/run.json`: what a `--resume` must match, and the figures measured before training."""
+
+    options: Options
+    base_sha256: str
+    data_sha256: str
+    steps: int
+    before: Figures
+    eval_seconds: float
+
+
+@dataclass(frozen=True)
+class Inputs:
+    base_model: str
+    base_file: Path
+    base_sha256: str
+    data_sha256: str
+    train: list[TrainingItem]
+    evals: list[TrainingItem]
+    eval_source: str
+
+
+def prepare(options: Options, settings: Settings, report: Callable[[str], None]) -> Inputs:
+    """The served model file and both sets as the server would prompt them; DatasetError/StartupError if not."""
+    labelled = read_labelled(Path(options.train))
+    if options.eval is not None:
+        train_items, eval_items = list(labelled.items), list(read_labelled(Path(options.eval)).items)
+        eval_source = options.eval
+    else:
+        train_items, eval_items = held_out_slice(labelled.items, options.eval_share, options.seed)
+        eval_source = f"{options.eval_share:.0%} of {options.train} held out (seeded shuffle, seed {options.seed})"
+    runtime = build_runtime(settings)
+    if runtime.kind != "embedded":
+        raise StartupError("openjev tune trains the embedded backend's models: unset OPENJEV_BACKEND")
+    cache = settings.embedded.resolved_cache_dir()
+    path, packaged = resolve_model_path(settings.model, cache, revision=settings.revision)
+    report(f"model: {runtime.public_model}")
+    base_file, known_sha = engine_file(packaged, path, cache, workers=os.cpu_count() or 1)
+    codec = GGUFCodec.from_gguf(base_file)
+    labels = verified_labels(codec, settings)
+    config = EvaluatorConfig(
+        limits=limits_from(settings),
+        debias=settings.resolved_debias(runtime.default_debias),
+        max_orders=settings.debias_max_orders,
+        branch_context=settings.embedded.slot_context,
+        date_facts=settings.date_facts,
+    )
+    train = render(train_items, codec, labels, config, source=options.train)
+    evals = render(eval_items, codec, labels, config, source=options.eval or options.train)
+    return Inputs(
+        base_model=settings.model or (packaged.name if packaged else str(path)),
+        base_file=base_file,
+        base_sha256=known_sha or sha256_of(base_file),
+        data_sha256=labelled.sha256,
+        train=train,
+        evals=evals,
+        eval_source=eval_source,
+    )
+
+
+def check_out(out: Path, *, resume: bool) -> None:
+    """Refuse an output folder that would be overwritten, or a resume with nothing to resume."""
+    partial = out / PARTIAL
+    if resume:
+        if not (partial / CHECKPOINT).is_file():
+            raise DatasetError(f"--resume: {out} holds no interrupted run (no {PARTIAL}/{CHECKPOINT})")
+        return
+    if (out / MANIFEST).exists():
+        raise DatasetError(f"--out {out} already holds a trained adapter: name another folder")
+    if partial.exists():
+        raise DatasetError(f"--out {out} holds an interrupted run: continue it with --resume, or delete the folder")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise DatasetError(f"--out {out} exists and is not an empty folder: name a new folder")
+    if not out.parent.is_dir():
+        raise DatasetError(f"--out {out}: the folder {out.parent} does not exist")
+
+
+def train(
+    options: Options,
+    settings: Settings,
+    out: Path,
+    *,
+    resume: bool,
+    max_minutes: float | None,
+    max_memory_gb: float | None,
+    report: Callable[[str], None],
+) -> int:
+    """The whole run; returns the exit code (0, or 130 when interrupted with the checkpoint kept)."""
+    started = time.monotonic()
+    deadline = started + max_minutes * 60 if max_minutes is not None else None
+    check_out(out, resume=resume)
+    inputs = prepare(options, settings, report)
+    shape = read_shape(inputs.base_file)
+    layers = options.layers or shape.layers
+    dtype = resolved_dtype(options.dtype)
+    longest = max(inputs.train + inputs.evals, key=lambda item: item.longest)
+    check_memory(inputs.base_file, shape, layers, options.rank, dtype, longest, max_memory_gb)
+    steps = options.steps or max(1, round(options.epochs * len(inputs.train)))
+    partial = out / PARTIAL
+    record: RunRecord | None = read_record(partial, options, inputs) if resume else None
+    created = not out.exists()
+    partial.mkdir(parents=True, exist_ok=True)
+    try:
+        report(f"training on {len(inputs.train)} items, measuring on {len(inputs.evals)} ({inputs.eval_source})")
+        decoder = load_decoder(inputs.base_file, rank=options.rank, layers=layers, dtype=dtype, seed=options.seed)
+        plan = Plan(
+            steps=steps, learning_rate=options.learning_rate, seed=options.seed, evaluations=3, deadline=deadline
+        )
+        if record is None:
+            before = evaluate(decoder, inputs.evals)
+            report(f"before: {describe(before.figures)} ({before.seconds:.0f} s)")
+            trainer = Trainer(decoder, during_training(plan, before.seconds, deadline), partial, report)
+            record = RunRecord(options, inputs.base_sha256, inputs.data_sha256, steps, before.figures, before.seconds)
+            write_atomically(partial / RUN, msgspec.json.encode(record))
+            trainer.save_checkpoint()
+        else:
+            trainer = Trainer(decoder, during_training(plan, record.eval_seconds, deadline), partial, report)
+            trainer.resume()
+            report(f"resuming at step {trainer.progress.step} of {trainer.steps}")
+    except BaseException:
+        if created and not (partial / CHECKPOINT).exists():
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+    stopped_by = trainer.run(inputs.train, inputs.evals, record.eval_seconds)
+    if stopped_by == "interrupted":
+        trainer.save_checkpoint()
+        report(f"interrupted at step {trainer.progress.step}: continue with `openjev tune … --out {out} --resume`")
+        return INTERRUPTED
+    trainer.consider(evaluate(decoder, inputs.evals))
+    final = trainer.best()
+    report(
+        f"after:  {describe(final.figures)} (the factors of step {trainer.progress.best_step} of "
+        f"{trainer.progress.step}; stopped by {stopped_by})"
+    )
+    finish(out, options, inputs, record, trainer, final, stopped_by, shape.architecture, layers, dtype_name(dtype))
+    return 0
+
+
+def during_training(plan: Plan, eval_seconds: float, deadline: float | None) -> Plan:
+    """Up to three evaluations while training, to keep the best factors; with a deadline, only as many as
+    take a fifth of the time left at most (an evaluation of many items on a large model takes minutes)."""
+    if deadline is None:
+        return plan
+    left = deadline - time.monotonic()
+    affordable = int(0.2 * left / eval_seconds) if eval_seconds > 0 else plan.evaluations
+    return dataclasses.replace(plan, evaluations=max(0, min(plan.evaluations, affordable)))
+
+
+def finish(
+    out: Path,
+    options: Options,
+    inputs: Inputs,
+    record: RunRecord,
+    trainer: Trainer,
+    after: Evaluated,
+    stopped_by: str,
+    architecture: str,
+    layers: int,
+    dtype: str,
+) -> None:
+    """Write the adapter, the report and the manifest (last: its presence means the folder is whole)."""
+    factors = {}
+    for module in trainer.decoder.adapted():
+        assert module.a is not None and module.b is not None
+        factors[module.name] = (
+            module.a.detach().numpy().astype(np.float32),
+            module.b.detach().numpy().astype(np.float32),
+        )
+    alpha = 2.0 * options.rank
+    temporary = out / f".{ADAPTER}.tmp"
+    write_adapter(temporary, architecture, factors, alpha)
+    os.replace(temporary, out / ADAPTER)
+    report = {
+        "eval_source": inputs.eval_source,
+        "before": record.before,
+        "after": after.figures,
+        "answers_after": after.answers,
+        "losses": trainer.progress.losses,
+    }
+    write_atomically(out / REPORT, msgspec.json.format(msgspec.json.encode(report)))
+    training = TrainingRecord(
+        rank=options.rank,
+        alpha=alpha,
+        layers=layers,
+        learning_rate=options.learning_rate,
+        steps=trainer.progress.step,
+        steps_planned=trainer.steps,
+        seed=options.seed,
+        dtype=dtype,
+        train_items=len(inputs.train),
+        eval_items=len(inputs.evals),
+        eval_source=inputs.eval_source,
+        seconds=round(trainer.progress.seconds, 1),
+        stopped_by=stopped_by,
+    )
+    manifest = Manifest(
+        name=options.name,
+        base_model=inputs.base_model,
+        base_file=inputs.base_file.name,
+        base_sha256=inputs.base_sha256,
+        adapter_sha256=sha256_of(out / ADAPTER),
+        data_sha256=inputs.data_sha256,
+        training=training,
+        before=record.before,
+        after=after.figures,
+        created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        openjev_version=openjev.__version__,
+    )
+    write_atomically(out / MANIFEST, msgspec.json.format(msgspec.json.encode(manifest)))
+    shutil.rmtree(out / PARTIAL)
+
+
+def read_record(partial: Path, options: Options, inputs: Inputs) -> RunRecord:
+    record = msgspec.json.decode((partial / RUN).read_bytes(), type=RunRecord)
+    if record.options != options:
+        raise DatasetError("--resume: the run was started with other settings; give the same ones (or start anew)")
+    if record.data_sha256 != inputs.data_sha256 or record.base_sha256 != inputs.base_sha256:
+        raise DatasetError("--resume: the training file or the model changed since the run started; start anew")
+    return record
+
+
+def describe(figures: Figures) -> str:
+    stable = (
+        f", unchanged when reversed {figures.unchanged_when_reversed:.1%}"
+        if figures.unchanged_when_reversed is not None
+        else ""
+    )
+    return f"accuracy {figures.accuracy:.1%} of {figures.items}{stable}, loss {figures.loss:.3f}"
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def resolved_dtype(name: str) -> torch.dtype:
+    """`auto`: bfloat16 where the CPU has bf16 instructions (AMX or AVX-512 BF16), float32 elsewhere."""
+    if name == "auto":
+        try:
+            flags = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            flags = ""
+        return torch.bfloat16 if ("amx_bf16" in flags or "avx512_bf16" in flags) else torch.float32
+    return torch.bfloat16 if name == "bfloat16" else torch.float32

@@ -1,0 +1,22 @@
+"""`openjev tune` without PyTorch installed says in one line what to run."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from openjev.cli import main
+from openjev.tuning import cli
+
+
+def test_without_torch_the_command_names_the_group_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "torch" else real(name))
+    assert main(["tune", str(tmp_path / "train.jsonl"), "--out", str(tmp_path / "out")]) == 2
+    said = capsys.readouterr().err.strip().splitlines()
+    assert said == [cli.NEEDS_TORCH] and "uv run --group tune openjev tune" in said[0]
+    assert not (tmp_path / "out").exists()
