@@ -20,3 +20,13 @@ def test_without_torch_the_command_names_the_group_to_install(
     said = capsys.readouterr().err.strip().splitlines()
     assert said == [cli.NEEDS_TORCH] and "uv run --group tune openjev tune" in said[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_an_adapter_is_refused_on_sglang_instead_of_being_ignored() -> None:
+    from openjev.bootstrap import build_runtime
+    from openjev.domain.errors import SettingsError
+    from openjev.settings import load_settings
+
+    settings = load_settings({"OPENJEV_ADAPTER": "/nowhere", "OPENJEV_SGLANG_URL": "http://127.0.0.1:1"})
+    with pytest.raises(SettingsError, match="OPENJEV_ADAPTER serves an `openjev tune` adapter on the embedded"):
+        build_runtime(settings)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from openjev.client.arguments import positive_int
 from openjev.domain.errors import StartupError
+from openjev.quality.cli import INTERRUPTED_EXIT_CODE
 from openjev.quality.dataset import DatasetError
 from openjev.settings import load_settings
 
@@ -88,6 +89,7 @@ def main_from_args(args: argparse.Namespace) -> int:
         eval=str(args.eval) if args.eval is not None else None,
         eval_share=args.eval_share,
         steps=args.steps,
+        batch=args.batch,
         epochs=args.epochs,
         rank=args.rank,
         layers=args.layers,
@@ -110,3 +112,10 @@ def main_from_args(args: argparse.Namespace) -> int:
     except (DatasetError, StartupError) as exc:
         print(f"openjev tune: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # outside the training loop: before the first checkpoint, or after the last
+        kept = (args.out / ".partial").is_dir()
+        print(
+            "openjev tune: interrupted" + ("; continue with --resume" if kept else "; nothing was kept"),
+            file=sys.stderr,
+        )
+        return INTERRUPTED_EXIT_CODE

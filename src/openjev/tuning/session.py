@@ -31,6 +31,7 @@ from openjev.adapters.embedded.tuned import ADAPTER, MANIFEST, REPORT, Figures, 
 from openjev.bootstrap import build_runtime, limits_from, verified_labels
 from openjev.domain.errors import StartupError
 from openjev.evaluation_plan import EvaluatorConfig
+from openjev.quality.cli import INTERRUPTED_EXIT_CODE
 from openjev.quality.dataset import DatasetError
 from openjev.settings import Settings
 from openjev.tuning.adapter_file import write_adapter, write_atomically
@@ -41,7 +42,6 @@ from openjev.tuning.trainer import CHECKPOINT, Evaluated, Plan, Trainer, evaluat
 
 PARTIAL = ".partial"
 RUN = "run.json"
-INTERRUPTED = 130
 
 
 class Options(msgspec.Struct, frozen=True, kw_only=True):
@@ -51,6 +51,7 @@ class Options(msgspec.Struct, frozen=True, kw_only=True):
     eval: str | None
     eval_share: float
     steps: int | None
+    batch: int
     epochs: float
     rank: int
     layers: int | None
@@ -157,7 +158,7 @@ def train(
     dtype = resolved_dtype(options.dtype)
     longest = max(inputs.train + inputs.evals, key=lambda item: item.longest)
     check_memory(inputs.base_file, shape, layers, options.rank, dtype, longest, max_memory_gb)
-    steps = options.steps or max(1, round(options.epochs * len(inputs.train)))
+    steps = options.steps or max(1, round(options.epochs * len(inputs.train) / options.batch))
     partial = out / PARTIAL
     record: RunRecord | None = read_record(partial, options, inputs) if resume else None
     created = not out.exists()
@@ -166,7 +167,12 @@ def train(
         report(f"training on {len(inputs.train)} items, measuring on {len(inputs.evals)} ({inputs.eval_source})")
         decoder = load_decoder(inputs.base_file, rank=options.rank, layers=layers, dtype=dtype, seed=options.seed)
         plan = Plan(
-            steps=steps, learning_rate=options.learning_rate, seed=options.seed, evaluations=3, deadline=deadline
+            steps=steps,
+            batch=options.batch,
+            learning_rate=options.learning_rate,
+            seed=options.seed,
+            evaluations=3,
+            deadline=deadline,
         )
         if record is None:
             before = evaluate(decoder, inputs.evals)
@@ -184,10 +190,10 @@ def train(
             shutil.rmtree(out, ignore_errors=True)
         raise
     stopped_by = trainer.run(inputs.train, inputs.evals, record.eval_seconds)
+    trainer.save_checkpoint()  # a Ctrl-C from here on loses nothing either
     if stopped_by == "interrupted":
-        trainer.save_checkpoint()
         report(f"interrupted at step {trainer.progress.step}: continue with `openjev tune … --out {out} --resume`")
-        return INTERRUPTED
+        return INTERRUPTED_EXIT_CODE
     trainer.consider(evaluate(decoder, inputs.evals))
     final = trainer.best()
     report(

@@ -1,12 +1,13 @@
-"""The training loop: one item a step, read as the server reads it; evaluation, checkpoints, the best kept.
+"""The training loop: a few items a step, read as the server reads it; evaluation, checkpoints, the best kept.
 
-A step takes one training item in one of the option orders the server asks it in (drawn at random)
-and lowers the cross-entropy of the gold option among that prompt's label tokens: the distribution
-openjev reports, nothing about other text. Evaluation reads every order and combines them as the
-server does (`combine_orders`), so "accuracy" is the served answer's. Training stops at the planned
-step or when the time budget would be exceeded by the final evaluation, and the LoRA factors that
-scored best on the evaluation items are the ones written. A checkpoint (factors, optimizer, step,
-best so far) is written atomically every few minutes and on Ctrl-C, so `--resume` continues.
+A step takes a few training items (`--batch`), each in one of the option orders the server asks it
+in (drawn at random), and lowers their mean cross-entropy of the gold option among the prompt's
+label tokens: the distribution openjev reports, nothing about other text. Evaluation reads every
+order and combines them as the server does (`combine_orders`), so "accuracy" is the served
+answer's. Training stops at the planned step or when the final evaluation would overrun the time
+budget, and the LoRA factors that scored best on the evaluation items are the ones written. A
+checkpoint (factors, optimizer, step, best so far) is written atomically every two minutes and on
+Ctrl-C, so `--resume` continues.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ WARMUP_STEPS = 10
 @dataclass(frozen=True)
 class Plan:
     steps: int  # as asked; a deadline may lower it (`Progress.steps`)
+    batch: int  # items a step averages its loss over
     learning_rate: float
     seed: int
     evaluations: int  # evaluations during training, besides the one before and the one at the end
@@ -188,12 +190,9 @@ class Trainer:
                     stopped_by = "time"
                     break
                 every = max(1, progress.steps // (plan.evaluations + 1))
-                order = list(range(len(train)))
-                random.Random(plan.seed * 1_000_003 + progress.step // len(train)).shuffle(order)
-                item = train[order[progress.step % len(train)]]
                 for group in self.optimizer.param_groups:
                     group["lr"] = learning_rate(plan.learning_rate, progress.step, progress.steps)
-                loss = step_loss(self.decoder, item, random.Random(plan.seed * 7_919 + progress.step))
+                loss = self.batch_loss(train)
                 loss.backward()  # type: ignore[no-untyped-call]
                 torch.nn.utils.clip_grad_norm_(self.parameters, 1.0)
                 self.optimizer.step()
@@ -214,6 +213,18 @@ class Trainer:
         progress.seconds += time.monotonic() - started
         bar.done()
         return stopped_by
+
+    def batch_loss(self, train: Sequence[TrainingItem]) -> torch.Tensor:
+        """The mean loss of the step's `plan.batch` items: the next ones of a seeded shuffle of the
+        training items, reshuffled every pass (so a resumed run draws exactly what it would have)."""
+        plan, step = self.plan, self.progress.step
+        total = torch.zeros(())
+        for index in range(step * plan.batch, (step + 1) * plan.batch):
+            order = list(range(len(train)))
+            random.Random(plan.seed * 1_000_003 + index // len(train)).shuffle(order)
+            item = train[order[index % len(train)]]
+            total = total + step_loss(self.decoder, item, random.Random(plan.seed * 7_919 + index))
+        return total / plan.batch
 
     def fit_to(self, deadline: float, step_seconds: float, eval_seconds: float, bar: ProgressBar) -> None:
         """Plan no more steps than fit before the deadline, with the evaluations still to come, so that

@@ -30,6 +30,12 @@ def sglang_url(settings: Settings) -> str:
 
 def build_runtime(settings: Settings) -> Runtime:
     """Cheap and synchronous: nothing is contacted until `backend.start()`."""
+    if settings.embedded.adapter is not None:
+        raise SettingsError(
+            "OPENJEV_ADAPTER serves an `openjev tune` adapter on the embedded backend; SGLang loads LoRA adapters in "
+            "PEFT's format with its own --enable-lora --lora-paths NAME=PATH, which openjev does not pass on yet "
+            "(docs/tuning.md): unset OPENJEV_ADAPTER"
+        )
     model = settings.model or SGLANG_DEFAULT_MODEL
     public = settings.served_model_name or SGLANG_DEFAULT_PUBLIC_NAME
     backend = SGLangBackend(
