@@ -33,8 +33,8 @@ from tests.tuning.labelled import team_items, write_jsonl
 
 pytestmark = [pytest.mark.integration, pytest.mark.needs_torch]
 
-STEPS = 24
-TUNE = [sys.executable, "-m", "openjev.cli", "tune", "--model", "smollm2-135m", "--learning-rate", "1e-3"]
+STEPS = 16  # of 4 items each: the 24 items twice and a half, 100 % right on the 8 held out when measured
+TUNE = [sys.executable, "-m", "openjev.cli", "tune", "--model", "smollm2-135m", "--learning-rate", "3e-3"]
 LOCAL = "http://127.0.0.1"
 
 
@@ -68,7 +68,7 @@ def test_training_lowers_the_loss_and_writes_a_checked_folder(trained: Path, dat
     assert manifest.after.items == manifest.before.items == 8
     assert manifest.after.loss < manifest.before.loss
     losses = json.loads((trained / "report.json").read_text())["losses"]
-    assert len(losses) == STEPS and sum(losses[-8:]) < sum(losses[:8])
+    assert len(losses) == STEPS and sum(losses[-5:]) < sum(losses[:5])
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -135,14 +135,14 @@ def stopped_run(data: Path, tmp_path: Path) -> Path:
     """A run interrupted with Ctrl-C (SIGINT) after its first steps."""
     out = tmp_path / "resumable"
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENJEV_")} | {"OPENJEV_CACHE_DIR": str(data)}
-    args = [*TUNE, str(data / "train.jsonl"), "--eval", str(data / "eval.jsonl"), "--out", str(out), "--steps", "20"]
+    args = [*TUNE, str(data / "train.jsonl"), "--eval", str(data / "eval.jsonl"), "--out", str(out), "--steps", "12"]
     process = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, env=env)
     assert process.stderr is not None
     lines = []
     deadline = time.monotonic() + 600
     for line in process.stderr:
         lines.append(line)
-        if "step 4/20" in line or time.monotonic() > deadline:
+        if "step 4/12" in line or time.monotonic() > deadline:
             break
     process.send_signal(signal.SIGINT)
     lines += process.stderr.readlines()
@@ -153,13 +153,13 @@ def stopped_run(data: Path, tmp_path: Path) -> Path:
 
 def test_an_interrupted_run_resumes_where_it_stopped(stopped_run: Path, data: Path) -> None:
     assert not (stopped_run / "manifest.json").exists() and (stopped_run / ".partial" / "checkpoint.pt").is_file()
-    done = tune(data / "train.jsonl", "--eval", data / "eval.jsonl", "--out", stopped_run, "--steps", 20,
+    done = tune(data / "train.jsonl", "--eval", data / "eval.jsonl", "--out", stopped_run, "--steps", 12,
                 "--resume", cache=data)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "resuming at step" in done.stderr and "resuming at step 0 " not in done.stderr
     manifest = msgspec.json.decode((stopped_run / "manifest.json").read_bytes(), type=Manifest)
-    assert manifest.training.steps == 20 and not (stopped_run / ".partial").exists()
-    other = tune(data / "train.jsonl", "--out", stopped_run, "--steps", 20, "--resume", cache=data)
+    assert manifest.training.steps == 12 and not (stopped_run / ".partial").exists()
+    other = tune(data / "train.jsonl", "--out", stopped_run, "--steps", 12, "--resume", cache=data)
     assert other.returncode == 2 and "holds no interrupted run" in other.stderr
 
 
@@ -168,7 +168,7 @@ def test_an_interrupted_run_resumes_where_it_stopped(stopped_run: Path, data: Pa
     [
         ([], "no items"),
         (['{"state": "x", "question": {"type": "noul"}, "gold": "maybe"}'], "line 1: gold 'maybe' is not one"),
-        (['{"state": "x", "question": {"type": "choice", "criteria": ["a", "b"]}, "gold": "c"}'], "line 1: gold"),
+        (['{"state": "x", "question": {"type": "choice", "criteria": {"a": "A"}}, "gold": "c"}'], "line 1: gold"),
     ],
 )
 def test_bad_data_is_refused_before_anything_is_written(lines: list[str], said: str, tmp_path: Path) -> None:

@@ -51,9 +51,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--epochs", type=_positive_float, default=3.0, help="passes over TRAIN when --steps is not given"
     )
+    parser.add_argument("--batch", type=positive_int, default=4, help="items a step averages its loss over (4)")
     parser.add_argument("--rank", type=positive_int, default=16, help="the LoRA rank (16)")
     parser.add_argument("--layers", type=positive_int, default=None, help="adapt only the top N layers (default: all)")
-    parser.add_argument("--learning-rate", type=_positive_float, default=2e-4)
+    parser.add_argument("--learning-rate", type=_positive_float, default=1e-3, help="the peak (1e-3)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dtype", choices=["auto", "float32", "bfloat16"], default="auto")
     parser.add_argument("--name", default=None, help="the adapter's name in /v1/models (default: DIR's name)")

@@ -175,8 +175,8 @@ class Trainer:
         return Evaluated(figures, best.best_answers, 0.0)
 
     def run(self, train: Sequence[TrainingItem], evals: Sequence[TrainingItem], eval_seconds: float) -> str:
-        """Train until the planned step, the deadline or Ctrl-C; return which stopped it. The best
-        factors are loaded back at the end (the caller writes them)."""
+        """Train until the planned step, the deadline or Ctrl-C; return which stopped it ("steps", "time"
+        or "interrupted"). The caller evaluates the last factors and takes `best()`."""
         plan, progress = self.plan, self.progress
         started, last_save = time.monotonic(), time.monotonic()
         stopped_by = "steps"
