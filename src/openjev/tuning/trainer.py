@@ -192,12 +192,11 @@ class Trainer:
                 every = max(1, progress.steps // (plan.evaluations + 1))
                 for group in self.optimizer.param_groups:
                     group["lr"] = learning_rate(plan.learning_rate, progress.step, progress.steps)
-                loss = self.batch_loss(train)
-                loss.backward()  # type: ignore[no-untyped-call]
+                loss = self.accumulate(train)
                 torch.nn.utils.clip_grad_norm_(self.parameters, 1.0)
                 self.optimizer.step()
                 self.optimizer.zero_grad()
-                progress.losses.append(float(loss.detach()))
+                progress.losses.append(loss)
                 progress.step += 1
                 bar.show(progress.step, progress.losses)
                 if plan.evaluations and progress.step % every == 0 and progress.step < progress.steps:
@@ -214,17 +213,20 @@ class Trainer:
         bar.done()
         return stopped_by
 
-    def batch_loss(self, train: Sequence[TrainingItem]) -> torch.Tensor:
-        """The mean loss of the step's `plan.batch` items: the next ones of a seeded shuffle of the
-        training items, reshuffled every pass (so a resumed run draws exactly what it would have)."""
+    def accumulate(self, train: Sequence[TrainingItem]) -> float:
+        """The gradients of the mean loss of the step's `plan.batch` items, and that loss. The items are
+        the next ones of a seeded shuffle, reshuffled every pass (a resumed run draws what it would have
+        drawn); each item's backward pass runs at once, so only one item's activations are ever kept."""
         plan, step = self.plan, self.progress.step
-        total = torch.zeros(())
+        total = 0.0
         for index in range(step * plan.batch, (step + 1) * plan.batch):
             order = list(range(len(train)))
             random.Random(plan.seed * 1_000_003 + index // len(train)).shuffle(order)
             item = train[order[index % len(train)]]
-            total = total + step_loss(self.decoder, item, random.Random(plan.seed * 7_919 + index))
-        return total / plan.batch
+            loss = step_loss(self.decoder, item, random.Random(plan.seed * 7_919 + index)) / plan.batch
+            loss.backward()  # type: ignore[no-untyped-call]
+            total += float(loss.detach())
+        return total
 
     def fit_to(self, deadline: float, step_seconds: float, eval_seconds: float, bar: ProgressBar) -> None:
         """Plan no more steps than fit before the deadline, with the evaluations still to come, so that
