@@ -11,7 +11,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from openjev.client.arguments import positive_int
+from openjev.client.arguments import positive_float, positive_int
 from openjev.domain.errors import StartupError
 from openjev.quality.cli import INTERRUPTED_EXIT_CODE
 from openjev.quality.dataset import DatasetError
@@ -45,35 +45,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--eval-share", type=_share, default=0.2, help="the share of TRAIN held out when --eval is not given (0.2)"
     )
     parser.add_argument("--model", default=None, help="the embedded model to adapt (default: OPENJEV_MODEL's)")
-    parser.add_argument("--max-minutes", type=_positive_float, default=None, help="stop in time; keep the best")
+    parser.add_argument("--max-minutes", type=positive_float, default=None, help="stop in time; keep the best")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     parser.add_argument("--steps", type=positive_int, default=None, help="training steps (default: --epochs passes)")
     parser.add_argument(
-        "--epochs", type=_positive_float, default=3.0, help="passes over TRAIN when --steps is not given"
+        "--epochs", type=positive_float, default=3.0, help="passes over TRAIN when --steps is not given"
     )
     parser.add_argument("--batch", type=positive_int, default=4, help="items a step averages its loss over (4)")
     parser.add_argument("--rank", type=positive_int, default=16, help="the LoRA rank (16)")
     parser.add_argument("--layers", type=positive_int, default=None, help="adapt only the top N layers (default: all)")
-    parser.add_argument("--learning-rate", type=_positive_float, default=1e-3, help="the peak (1e-3)")
+    parser.add_argument("--learning-rate", type=positive_float, default=1e-3, help="the peak (1e-3)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dtype", choices=["auto", "float32", "bfloat16"], default="auto")
     parser.add_argument("--name", default=None, help="the adapter's name in /v1/models (default: DIR's name)")
-    parser.add_argument("--max-memory-gb", type=_positive_float, default=None, help="refuse to start above this")
+    parser.add_argument("--max-memory-gb", type=positive_float, default=None, help="refuse to start above this")
     parser.set_defaults(run=main_from_args)
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be above 0: {text}")
-    return value
-
-
 def _share(text: str) -> float:
-    value = _positive_float(text)
+    value = positive_float(text)
     if value >= 1:
         raise argparse.ArgumentTypeError(f"a share is below 1: {text}")
     return value
