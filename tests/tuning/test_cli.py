@@ -30,3 +30,12 @@ def test_an_adapter_is_refused_on_sglang_instead_of_being_ignored() -> None:
     settings = load_settings({"OPENJEV_ADAPTER": "/nowhere", "OPENJEV_SGLANG_URL": "http://127.0.0.1:1"})
     with pytest.raises(SettingsError, match="OPENJEV_ADAPTER serves an `openjev tune` adapter on the embedded"):
         build_runtime(settings)
+
+
+def test_an_adapter_name_is_safe_for_a_model_id_and_a_cache_path(tmp_path: Path) -> None:
+    from openjev.adapters.embedded.tuned import adapter_name
+
+    assert adapter_name("my adapter/../x") == "my-adapter-..-x"
+    assert adapter_name("..") == "adapter"
+    with pytest.raises(SystemExit):
+        main(["tune", str(tmp_path / "t.jsonl"), "--out", str(tmp_path / "o"), "--name", "../escape"])

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
+from openjev.adapters.embedded.tuned import NAME_PATTERN, adapter_name
 from openjev.client.arguments import positive_float, positive_int
 from openjev.domain.errors import StartupError
 from openjev.quality.cli import INTERRUPTED_EXIT_CODE
@@ -57,9 +59,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--learning-rate", type=positive_float, default=1e-3, help="the peak (1e-3)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dtype", choices=["auto", "float32", "bfloat16"], default="auto")
-    parser.add_argument("--name", default=None, help="the adapter's name in /v1/models (default: DIR's name)")
+    parser.add_argument(
+        "--name", type=_name, default=None, help="the adapter's name in /v1/models (default: DIR's name)"
+    )
     parser.add_argument("--max-memory-gb", type=positive_float, default=None, help="refuse to start above this")
     parser.set_defaults(run=main_from_args)
+
+
+def _name(text: str) -> str:
+    if not re.fullmatch(NAME_PATTERN, text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: up to 64 letters, digits, '.', '_' or '-', a letter or digit first"
+        )
+    return text
 
 
 def _share(text: str) -> float:
@@ -87,7 +99,7 @@ def main_from_args(args: argparse.Namespace) -> int:
         learning_rate=args.learning_rate,
         seed=args.seed,
         dtype=args.dtype,
-        name=args.name or args.out.resolve().name,
+        name=args.name or adapter_name(args.out.resolve().name),
     )
     settings = load_settings(model=args.model, backend="embedded")
     try:

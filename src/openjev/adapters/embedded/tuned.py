@@ -9,7 +9,9 @@ match its manifest, or that was trained on another model file.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Annotated
 
 import msgspec
 
@@ -20,6 +22,14 @@ ADAPTER = "adapter.gguf"
 MANIFEST = "manifest.json"
 REPORT = "report.json"
 FORMAT = 1
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"  # it becomes part of the model id and of a cache path
+AdapterName = Annotated[str, msgspec.Meta(pattern=NAME_PATTERN)]
+
+
+def adapter_name(text: str) -> str:
+    """`text` as an adapter name: characters other than letters, digits, `.`, `_` and `-` become `-`."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", text).lstrip("._-")[:64]
+    return name or "adapter"
 
 
 class Figures(msgspec.Struct, frozen=True):
@@ -50,7 +60,7 @@ class TrainingRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 class Manifest(msgspec.Struct, frozen=True, kw_only=True):
     format: int = FORMAT
-    name: str  # what the server calls the adapted model: "<base model>+<name>"
+    name: AdapterName  # what the server calls the adapted model: "<base model>+<name>"
     base_model: str  # the OPENJEV_MODEL it was trained on
     base_file: str
     base_sha256: str  # the GGUF file the server loads for that model
