@@ -12,7 +12,6 @@ import re
 import sys
 from pathlib import Path
 
-from openjev.adapters.embedded.tuned import NAME_PATTERN, adapter_name
 from openjev.client.arguments import positive_float, positive_int
 from openjev.domain.errors import StartupError
 from openjev.quality.cli import INTERRUPTED_EXIT_CODE
@@ -67,6 +66,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _name(text: str) -> str:
+    from openjev.adapters.embedded.tuned import NAME_PATTERN  # the embedded group's package: only when used
+
     if not re.fullmatch(NAME_PATTERN, text):
         raise argparse.ArgumentTypeError(
             f"{text!r}: up to 64 letters, digits, '.', '_' or '-', a letter or digit first"
@@ -85,6 +86,7 @@ def main_from_args(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("torch") is None:
         print(NEEDS_TORCH, file=sys.stderr)
         return 2
+    from openjev.adapters.embedded.tuned import adapter_name
     from openjev.tuning.session import Options, train
 
     options = Options(
