@@ -11,6 +11,7 @@ their activations' memory and their backward pass (`--layers`).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from openjev.adapters.embedded.gguf_file import read_gguf_metadata, read_layout
 from openjev.domain.errors import StartupError
 
 ROPE_STYLES = {"llama": "pairs", "qwen2": "halves"}
+KV = tuple[torch.Tensor, torch.Tensor]  # one block's keys and values, (positions, kv heads, head dim)
 ADAPTED = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 
 
@@ -107,19 +109,37 @@ class Block(nn.Module):
         self.attn_norm = tensors[f"blk.{index}.attn_norm.weight"]
         self.ffn_norm = tensors[f"blk.{index}.ffn_norm.weight"]
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, past: KV | None = None, last_only: bool = False
+    ) -> tuple[torch.Tensor, KV]:
+        """The block's output for `x` (positions after the `past` keys and values), and the keys and values of
+        every position so far. `last_only` computes the output of the last position alone: the top block's
+        other outputs feed nothing a decision reads."""
         s, length = self.shape, x.shape[0]
         n = functional.rms_norm(x, (s.width,), self.attn_norm, s.eps)
-        q = rotate(self.q(n).view(length, s.heads, s.head_dim), cos, sin, s.architecture)
         k = rotate(self.k(n).view(length, s.kv_heads, s.head_dim), cos, sin, s.architecture)
         v = self.v(n).view(length, s.kv_heads, s.head_dim)
+        if past is not None:
+            k, v = torch.cat((past[0], k)), torch.cat((past[1], v))
+        if last_only:
+            x, n, cos, sin = x[-1:], n[-1:], cos[-1:], sin[-1:]
+        queries = x.shape[0]
+        q = rotate(self.q(n).view(queries, s.heads, s.head_dim), cos, sin, s.architecture)
+        mask = None
+        if past is not None and not last_only:  # each new position sees the past and itself, not what follows
+            mask = torch.ones(queries, k.shape[0], dtype=torch.bool).tril(k.shape[0] - queries)
         attended = functional.scaled_dot_product_attention(
-            q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), is_causal=True, enable_gqa=True
+            q.transpose(0, 1),
+            k.transpose(0, 1),
+            v.transpose(0, 1),
+            attn_mask=mask,
+            is_causal=past is None and not last_only,
+            enable_gqa=True,
         )
-        x = x + self.o(attended.transpose(0, 1).reshape(length, s.width))
+        x = x + self.o(attended.transpose(0, 1).reshape(queries, s.width))
         n = functional.rms_norm(x, (s.width,), self.ffn_norm, s.eps)
         out: torch.Tensor = x + self.down(functional.silu(self.gate(n)) * self.up(n))
-        return out
+        return out, (k, v)
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, architecture: str) -> torch.Tensor:
@@ -152,19 +172,39 @@ class Decoder(nn.Module):
     def adapted(self) -> list[LoRALinear]:
         return [m for m in self.modules() if isinstance(m, LoRALinear) and m.a is not None]
 
-    def label_logits(self, token_ids: list[int], label_ids: tuple[int, ...]) -> torch.Tensor:
-        """The logits of `label_ids` for the token after `token_ids` (float32)."""
-        dtype = self.embedding.dtype
-        angles = torch.arange(len(token_ids), dtype=torch.float64)[:, None] * self.inverse_frequencies[None, :]
-        cos, sin = angles.cos().to(dtype), angles.sin().to(dtype)
+    def rotation(self, start: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The rotary (cos, sin) of positions start … start + length - 1, in the weights' dtype."""
+        positions = torch.arange(start, start + length, dtype=torch.float64)
+        angles = positions[:, None] * self.inverse_frequencies[None, :]
+        return angles.cos().to(self.embedding.dtype), angles.sin().to(self.embedding.dtype)
+
+    def frozen_states(self, token_ids: Sequence[int], past: Sequence[KV] = ()) -> tuple[torch.Tensor, list[KV]]:
+        """What the blocks below the adapted ones make of `token_ids` (following the positions whose keys and
+        values are `past`, one pair a block): the input of the first adapted block, and each frozen block's
+        keys and values so far. No gradients: these layers do not change, so their output is computed once."""
+        start = past[0][0].shape[0] if past else 0
+        cos, sin = self.rotation(start, len(token_ids))
+        kept: list[KV] = []
         with torch.no_grad():
-            x = self.embedding[torch.tensor(token_ids)]
-            for block in self.blocks[: self.first_adapted]:
-                x = block(x, cos, sin)
-        for block in self.blocks[self.first_adapted :]:
-            x = block(x, cos, sin)
+            x = self.embedding[torch.tensor(token_ids, dtype=torch.long)]
+            for index, block in enumerate(self.blocks[: self.first_adapted]):
+                x, kv = block(x, cos, sin, past[index] if past else None)
+                kept.append(kv)
+        return x, kept
+
+    def top_logits(self, states: torch.Tensor, label_ids: tuple[int, ...]) -> torch.Tensor:
+        """The logits of `label_ids` for the next token, from the first adapted block's input (float32)."""
+        cos, sin = self.rotation(0, states.shape[0])
+        x = states
+        adapted = self.blocks[self.first_adapted :]
+        for index, block in enumerate(adapted):
+            x, _ = block(x, cos, sin, last_only=index == len(adapted) - 1)
         last = functional.rms_norm(x[-1], (self.shape.width,), self.output_norm, self.shape.eps)
-        return (self.output[torch.tensor(label_ids)] @ last).float()
+        return (self.output[torch.tensor(label_ids, dtype=torch.long)] @ last).float()
+
+    def label_logits(self, token_ids: Sequence[int], label_ids: tuple[int, ...]) -> torch.Tensor:
+        """The logits of `label_ids` for the token after `token_ids` (float32)."""
+        return self.top_logits(self.frozen_states(token_ids)[0], label_ids)
 
 
 def read_shape(path: Path) -> Shape:

@@ -1,9 +1,10 @@
 """How much memory a training run needs, checked before the model is loaded.
 
 The estimate: every weight dequantized (4 bytes in float32, 2 in bfloat16), the activations the
-backward pass keeps for the adapted layers over the longest prompt, and the LoRA factors with their
-gradients and AdamW moments. Measured here: a 135M-parameter model on 250-token prompts peaks near
-the estimate (docs/tuning.md). Too little memory stops the run before it starts, naming what to lower.
+backward pass keeps for the adapted layers over the longest prompt, the LoRA factors with their
+gradients and AdamW moments, and every item's states below the adapted layers (kept for the run).
+Measured here: a 135M-parameter model on 250-token prompts peaks near the estimate (docs/tuning.md).
+Too little memory stops the run before it starts, naming what to lower.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ def available_memory() -> float | None:
 
 
 def needed(
-    path: Path, shape: Shape, layers: int, rank: int, dtype: torch.dtype, tokens: int
-) -> tuple[float, float, float]:
-    """(weights, activations, factors) in bytes."""
+    path: Path, shape: Shape, layers: int, rank: int, dtype: torch.dtype, tokens: int, cached: int
+) -> tuple[float, float, float, float]:
+    """(weights, activations, factors, kept states) in bytes."""
     size = torch.finfo(dtype).bits // 8
     weights = parameter_count(path) * size
     kv = shape.kv_heads * shape.head_dim
@@ -45,15 +46,24 @@ def needed(
         4 * shape.width + 2 * kv + 3 * shape.ffn + shape.width * 4 + shape.ffn * 3
     )  # inputs + outputs of 7 matrices
     factors = layers * rank * per_layer * 4 * 4  # the factors, their gradients and two AdamW moments, float32
-    return weights, activations, factors
+    states = cached * shape.width * size  # the input of the first adapted block, kept for every item
+    return weights, activations, factors, states
 
 
 def check_memory(
-    path: Path, shape: Shape, layers: int, rank: int, dtype: torch.dtype, longest: TrainingItem, limit_gb: float | None
+    path: Path,
+    shape: Shape,
+    layers: int,
+    rank: int,
+    dtype: torch.dtype,
+    longest: TrainingItem,
+    cached: int,
+    limit_gb: float | None,
 ) -> None:
-    """StartupError when the run would need more than `limit_gb` (default: the memory available now)."""
-    weights, activations, factors = needed(path, shape, layers, rank, dtype, longest.longest)
-    total = weights + activations + factors + OVERHEAD
+    """StartupError when the run would need more than `limit_gb` (default: the memory available now);
+    `cached` is how many positions' states the run keeps (`frozen.cached_tokens`)."""
+    weights, activations, factors, states = needed(path, shape, layers, rank, dtype, longest.longest, cached)
+    total = weights + activations + factors + states + OVERHEAD
     limit = limit_gb * GB if limit_gb is not None else available_memory()
     if limit is None or total <= limit:
         return
@@ -62,6 +72,7 @@ def check_memory(
     raise StartupError(
         f"training needs about {total / GB:.1f} GB ({weights / GB:.1f} GB of weights in {kind}, "
         f"{activations / GB:.1f} GB of activations for the longest prompt, {longest.longest} tokens of item "
-        f"{longest.id}, over {layers} adapted layers), and {limit / GB:.1f} GB is {where}: adapt fewer layers "
-        f"(--layers, now {layers}), shorten or leave out the longest items, or tune a smaller --model"
+        f"{longest.id}, over {layers} adapted layers, {states / GB:.1f} GB of the items' states below them), "
+        f"and {limit / GB:.1f} GB is {where}: adapt fewer layers (--layers, now {layers}), use fewer or "
+        "shorter items, or tune a smaller --model"
     )

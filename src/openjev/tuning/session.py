@@ -37,6 +37,7 @@ from openjev.settings import Settings
 from openjev.tuning.adapter_file import write_adapter, write_atomically
 from openjev.tuning.decoder import load_decoder, read_shape
 from openjev.tuning.examples import TrainingItem, held_out_slice, read_labelled, render
+from openjev.tuning.frozen import HeadReader, cached_tokens, freeze, shared_head
 from openjev.tuning.memory import check_memory
 from openjev.tuning.trainer import CHECKPOINT, Evaluated, Plan, Trainer, evaluate
 
@@ -159,7 +160,9 @@ def train(
     layers = options.layers or shape.layers
     dtype = resolved_dtype(options.dtype)
     longest = max(inputs.train + inputs.evals, key=lambda item: item.longest)
-    check_memory(inputs.base_file, shape, layers, options.rank, dtype, longest, max_memory_gb)
+    head = shared_head(inputs.train, inputs.evals)
+    cached = len(head) + cached_tokens(inputs.train, head) + cached_tokens(inputs.evals, head)
+    check_memory(inputs.base_file, shape, layers, options.rank, dtype, longest, cached, max_memory_gb)
     steps = options.steps or max(1, round(options.epochs * len(inputs.train) / options.batch))
     partial = out / PARTIAL
     record: RunRecord | None = read_record(partial, options, inputs) if resume else None
@@ -168,6 +171,9 @@ def train(
     try:
         report(f"training on {len(inputs.train)} items, measuring on {len(inputs.evals)} ({inputs.eval_source})")
         decoder = load_decoder(inputs.base_file, rank=options.rank, layers=layers, dtype=dtype, seed=options.seed)
+        reader = HeadReader(decoder, head)
+        train_set = freeze(decoder, inputs.train, reader, "the training items", report)
+        eval_set = freeze(decoder, inputs.evals, reader, "the measuring items", report)
         plan = Plan(
             steps=steps,
             batch=options.batch,
@@ -177,7 +183,7 @@ def train(
             deadline=deadline,
         )
         if record is None:
-            before = evaluate(decoder, inputs.evals)
+            before = evaluate(decoder, eval_set)
             report(f"before: {describe(before.figures)} ({before.seconds:.0f} s)")
             trainer = Trainer(decoder, during_training(plan, before.seconds, deadline), partial, report)
             record = RunRecord(options, inputs.base_sha256, inputs.data_sha256, steps, before.figures, before.seconds)
@@ -191,12 +197,12 @@ def train(
         if created and not (partial / CHECKPOINT).exists():
             shutil.rmtree(out, ignore_errors=True)
         raise
-    stopped_by = trainer.run(inputs.train, inputs.evals, record.eval_seconds)
+    stopped_by = trainer.run(train_set, eval_set, record.eval_seconds)
     trainer.save_checkpoint()  # a Ctrl-C from here on loses nothing either
     if stopped_by == "interrupted":
         report(f"interrupted at step {trainer.progress.step}: continue with `openjev tune … --out {out} --resume`")
         return INTERRUPTED_EXIT_CODE
-    trainer.consider(evaluate(decoder, inputs.evals))
+    trainer.consider(evaluate(decoder, eval_set))
     final = trainer.best()
     report(
         f"after:  {describe(final.figures)} (the factors of step {trainer.progress.best_step} of "

@@ -27,7 +27,7 @@ import torch
 from openjev.adapters.embedded.tuned import Figures
 from openjev.domain.debiasing import combine_orders
 from openjev.tuning.decoder import Decoder
-from openjev.tuning.examples import TrainingItem
+from openjev.tuning.frozen import FrozenSet
 
 CHECKPOINT = "checkpoint.pt"
 CHECKPOINT_SECONDS = 120.0
@@ -67,16 +67,16 @@ class Evaluated:
     seconds: float
 
 
-def evaluate(decoder: Decoder, items: Sequence[TrainingItem]) -> Evaluated:
+def evaluate(decoder: Decoder, items: FrozenSet) -> Evaluated:
     """The server's answer to each item (its orders combined), accuracy, stability under reversal, loss."""
     started = time.monotonic()
     right, stable, paired, loss = 0, 0, 0, 0.0
     answers: dict[str, list[float]] = {}
     with torch.no_grad():
-        for item in items:
+        for index, item in enumerate(items.items):
             per_order = []
-            for reading in item.readings:
-                logits = decoder.label_logits([*item.prefix, *reading.suffix], reading.labels)
+            for number, reading in enumerate(item.readings):
+                logits = decoder.top_logits(items.states(index, number), reading.labels)
                 per_order.append((reading.order, logits.tolist()))
             combined = combine_orders(per_order)
             answers[item.id] = [math.exp(x) for x in combined]
@@ -101,9 +101,11 @@ def _pick(order: tuple[int, ...], logits: Sequence[float]) -> int:
     return order[max(range(len(logits)), key=logits.__getitem__)]
 
 
-def step_loss(decoder: Decoder, item: TrainingItem, rnd: random.Random) -> torch.Tensor:
-    reading = rnd.choice(item.readings)
-    logits = decoder.label_logits([*item.prefix, *reading.suffix], reading.labels)
+def step_loss(decoder: Decoder, items: FrozenSet, index: int, rnd: random.Random) -> torch.Tensor:
+    item = items.items[index]
+    number = rnd.randrange(len(item.readings))
+    reading = item.readings[number]
+    logits = decoder.top_logits(items.states(index, number), reading.labels)
     return -torch.log_softmax(logits, -1)[reading.position_of(item.gold)]
 
 
@@ -174,7 +176,7 @@ class Trainer:
         figures = Figures(best.best_accuracy, best.best_unchanged, best.best_loss, len(best.best_answers))
         return Evaluated(figures, best.best_answers, 0.0)
 
-    def run(self, train: Sequence[TrainingItem], evals: Sequence[TrainingItem], eval_seconds: float) -> str:
+    def run(self, train: FrozenSet, evals: FrozenSet, eval_seconds: float) -> str:
         """Train until the planned step, the deadline or Ctrl-C; return which stopped it ("steps", "time"
         or "interrupted"). The caller evaluates the last factors and takes `best()`."""
         plan, progress = self.plan, self.progress
@@ -213,7 +215,7 @@ class Trainer:
         bar.done()
         return stopped_by
 
-    def accumulate(self, train: Sequence[TrainingItem]) -> float:
+    def accumulate(self, train: FrozenSet) -> float:
         """The gradients of the mean loss of the step's `plan.batch` items, and that loss. The items are
         the next ones of a seeded shuffle, reshuffled every pass (a resumed run draws what it would have
         drawn); each item's backward pass runs at once, so only one item's activations are ever kept."""
@@ -222,8 +224,8 @@ class Trainer:
         for index in range(step * plan.batch, (step + 1) * plan.batch):
             order = list(range(len(train)))
             random.Random(plan.seed * 1_000_003 + index // len(train)).shuffle(order)
-            item = train[order[index % len(train)]]
-            loss = step_loss(self.decoder, item, random.Random(plan.seed * 7_919 + index)) / plan.batch
+            picked = order[index % len(train)]
+            loss = step_loss(self.decoder, train, picked, random.Random(plan.seed * 7_919 + index)) / plan.batch
             loss.backward()  # type: ignore[no-untyped-call]
             total += float(loss.detach())
         return total

@@ -1,0 +1,100 @@
+"""The items' hidden states below the adapted layers, computed once for the whole run.
+
+Training changes only the top `--layers` blocks, so what the blocks below make of a prompt is the
+same at every step: it is computed once, before the first step, and each step runs the adapted
+blocks alone. The prompts also share their first tokens (the chat header and the framing before the
+state): those are read once for all items, and each item's own tokens attend to their keys and
+values; an item's option orders share its prefix the same way. The states kept take
+(tokens read) × (model width) numbers: the memory check counts them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from openjev.tuning.decoder import KV, Decoder
+from openjev.tuning.examples import TrainingItem
+
+REPORT_EVERY_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class FrozenItem:
+    """One item's states at the first adapted block: its prefix after the shared head, and each reading's suffix."""
+
+    tail: torch.Tensor
+    suffixes: tuple[torch.Tensor, ...]
+
+
+@dataclass(frozen=True)
+class FrozenSet:
+    """A set's items and their states as the adapted blocks receive them (`states(i, r)`: item i in order r)."""
+
+    head: torch.Tensor
+    items: tuple[TrainingItem, ...]
+    frozen: tuple[FrozenItem, ...]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def states(self, item: int, reading: int) -> torch.Tensor:
+        frozen = self.frozen[item]
+        return torch.cat((self.head, frozen.tail, frozen.suffixes[reading]))
+
+
+def shared_head(*sets: Sequence[TrainingItem]) -> tuple[int, ...]:
+    """The tokens every item's prefix begins with (at most all but one of the shortest prefix's)."""
+    prefixes = [item.prefix for items in sets for item in items]
+    if not prefixes:
+        return ()
+    shortest = min(len(p) for p in prefixes)
+    length = next((i for i in range(shortest - 1) if len({p[i] for p in prefixes}) > 1), shortest - 1)
+    return tuple(prefixes[0][: max(length, 0)])
+
+
+def cached_tokens(items: Sequence[TrainingItem], head: tuple[int, ...]) -> int:
+    """How many positions' states `freeze` keeps for `items` (besides the head's)."""
+    return sum(len(i.prefix) - len(head) + sum(len(r.suffix) for r in i.readings) for i in items)
+
+
+class HeadReader:
+    """The shared head read once through the frozen blocks; then each item's tokens after it."""
+
+    def __init__(self, decoder: Decoder, head: tuple[int, ...]) -> None:
+        self.decoder = decoder
+        self.states, self.past = decoder.frozen_states(head) if head else (_empty(decoder), [])
+        self.length = len(head)
+
+    def item(self, item: TrainingItem) -> FrozenItem:
+        tail, past = self.after(self.past, item.prefix[self.length :])
+        suffixes = tuple(self.after(past, reading.suffix)[0] for reading in item.readings)
+        return FrozenItem(tail, suffixes)
+
+    def after(self, past: list[KV], token_ids: Sequence[int]) -> tuple[torch.Tensor, list[KV]]:
+        if not token_ids:
+            return _empty(self.decoder), past
+        return self.decoder.frozen_states(token_ids, past)
+
+
+def freeze(
+    decoder: Decoder, items: Sequence[TrainingItem], reader: HeadReader, what: str, report: Callable[[str], None]
+) -> FrozenSet:
+    """Every item of `items` read through the frozen blocks, with a line of progress every half minute."""
+    started = last = time.monotonic()
+    frozen = []
+    for done, item in enumerate(items, start=1):
+        frozen.append(reader.item(item))
+        now = time.monotonic()
+        if now - last > REPORT_EVERY_SECONDS and done < len(items):
+            left = (now - started) / done * (len(items) - done)
+            report(f"reading {what} through the unchanged layers: {done}/{len(items)}, {left / 60:.1f} min left")
+            last = now
+    return FrozenSet(reader.states, tuple(items), tuple(frozen))
+
+
+def _empty(decoder: Decoder) -> torch.Tensor:
+    return torch.empty(0, decoder.shape.width, dtype=decoder.embedding.dtype)
