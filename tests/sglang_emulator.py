@@ -13,7 +13,8 @@ send ids), and the log-probabilities are a deterministic hash of the input ids a
 Use it in-process (`SGLangEmulator`, `EmulatorThread`) or as a subprocess:
 
     python tests/sglang_emulator.py --port 0 [--slow S] [--fail 500] [--close] [--malformed]
-        [--no-cached-tokens] [--api-key K] [--unhealthy-for S] [--omit-label ID] ...
+        [--no-cached-tokens] [--api-key K] [--unhealthy-for S] [--omit-label ID]
+        [--enable-lora] [--lora-paths NAME=PATH ...] ...
 
 It prints `sglang-emulator listening on http://127.0.0.1:PORT` once it accepts connections, and
 exits with status 1 if it goes down the way SGLang does (an out-of-vocabulary id in `input_ids`).
@@ -38,6 +39,7 @@ from tests.sglang_emulation.config import (
     SAMPLING_PARAM_KEYS,
     EmulatorConfig,
     RecordedRequest,
+    lora_paths_from_flags,
 )
 from tests.sglang_emulation.generate_input import body_is_batch, split_generate_body
 from tests.sglang_emulation.model import logprob_of
@@ -52,9 +54,11 @@ __all__ = [
     "RecordedRequest",
     "SGLangEmulator",
     "add_cli_arguments",
+    "add_lora_arguments",
     "body_is_batch",
     "config_from_args",
     "logprob_of",
+    "lora_paths_from_flags",
     "main",
     "serve_forever",
     "split_generate_body",
@@ -72,6 +76,13 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--omit-label", type=int, action="append", default=[], help="leave this id out")
     parser.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB_SIZE)
     parser.add_argument("--emulated-context-length", type=int, default=32_768)
+    add_lora_arguments(parser)
+
+
+def add_lora_arguments(parser: argparse.ArgumentParser) -> None:
+    """SGLang's own LoRA flags (`--enable-lora`, `--lora-paths NAME=PATH ...`), as the emulator takes them."""
+    parser.add_argument("--enable-lora", action="store_true", default=None, help="serve LoRA adapters")
+    parser.add_argument("--lora-paths", nargs="+", default=[], metavar="NAME=PATH", help="the adapters served")
 
 
 def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
@@ -85,6 +96,8 @@ def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
         omit_label_ids=list(args.omit_label),
         vocab_size=args.vocab_size,
         context_length=args.emulated_context_length,
+        lora_paths=lora_paths_from_flags(args.lora_paths),
+        enable_lora=args.enable_lora,
     )
 
 

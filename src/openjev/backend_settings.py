@@ -37,9 +37,6 @@ class EmbeddedSettings(msgspec.Struct, frozen=True, kw_only=True):
     # OpenVINO only: the matrix products quantize their activations to int8 (the trade and its
     # figures: adapters/openvino/engine.py and docs/performance.md).
     int8_activations: bool = True
-    # A folder `openjev tune` wrote: its LoRA adapter is merged into the model at start-up (once, then
-    # cached) and the served model is named `<model>+<adapter name>` (docs/tuning.md).
-    adapter: str | None = None
 
     def resolved_cache_dir(self) -> Path:
         return Path(self.cache_dir).expanduser() if self.cache_dir else Path.home() / ".cache" / "openjev"

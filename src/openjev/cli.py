@@ -28,7 +28,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--backend", choices=["auto", *BACKENDS], help="OPENJEV_BACKEND (default auto)")
     serve.add_argument("--connect", metavar="URL", help="use an SGLang (or SGLang router) already running at URL")
     serve.add_argument("--sglang-python", metavar="PATH", help="launch SGLang with this Python (another environment)")
-    serve.add_argument("--adapter", metavar="DIR", help="serve with the adapter `openjev tune` wrote (OPENJEV_ADAPTER)")
+    serve.add_argument(
+        "--adapter",
+        metavar="ADAPTER",
+        help="OPENJEV_ADAPTER: embedded, the folder `openjev tune` wrote; SGLang, the name of a LoRA adapter it "
+        "serves (NAME=PATH when openjev launches SGLang)",
+    )
     serve.set_defaults(run=_serve)
 
     schema = commands.add_parser("schema", help="print the OpenAPI schema (no model, no network)")

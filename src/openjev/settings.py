@@ -49,6 +49,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     revision: str | None = None  # SGLang's default model: SGLANG_DEFAULT_REVISION unless set (`sglang_revision`).
     tokenizer: str | None = None  # local dir with tokenizer.json (+ tokenizer_config.json) or an HF id.
     context_length: Positive | None = None  # the backend's context (SGLang's --context-length; the fake's too)
+    # The served model's adapter; the served model is named `<model>+<adapter name>`. Embedded: a
+    # folder `openjev tune` wrote, merged into the model at start-up (docs/tuning.md). SGLang: the
+    # name of a LoRA adapter SGLang serves (`--lora-paths NAME=PATH`), sent as `lora_path` (docs/sglang.md).
+    adapter: str | None = None
 
     # HTTP server.
     host: str = "127.0.0.1"

@@ -3,8 +3,9 @@
 Run through a small wrapper script as `PYTHON -c PROBE` (the launcher's version probe) or
 `PYTHON -m sglang.launch_server FLAGS...`. It records its argv, its pid, SGLANG_RUST_SERVER and
 SGLANG_WARMUP_TIMEOUT to the JSON file named by STANDIN_RECORD, then serves the SGLang emulator on `--port` (with
-`--api-key`, `--served-model-name`, `--model-path`), answering /health 503 for STANDIN_LOAD_SECONDS
-first, like a model that is loading. On SIGTERM it writes STANDIN_RECORD + ".stopped" and exits 0.
+`--api-key`, `--served-model-name`, `--model-path`, `--enable-lora`, `--lora-paths`), answering /health 503
+for STANDIN_LOAD_SECONDS first, like a model that is loading. On SIGTERM it writes STANDIN_RECORD + ".stopped"
+and exits 0.
 
 Other knobs: STANDIN_SGLANG_VERSION (what the probe prints, default 0.5.23), STANDIN_NO_SGLANG=1
 (the probe fails like an environment without SGLang), STANDIN_IGNORE_SIGTERM=1 (only SIGKILL
@@ -25,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.sglang_emulator import EmulatorConfig, SGLangEmulator
+from tests.sglang_emulator import EmulatorConfig, SGLangEmulator, add_lora_arguments, lora_paths_from_flags
 
 
 def main() -> int:
@@ -51,6 +52,7 @@ def main() -> int:
     parser.add_argument("--api-key")
     parser.add_argument("--served-model-name")
     parser.add_argument("--model-path", required=True)
+    add_lora_arguments(parser)
     args, _ = parser.parse_known_args(argv[2:] if argv[:1] == ["-m"] else argv)
     print("standin: loading weights", flush=True)
     if os.environ.get("STANDIN_RUST_REFUSES") and os.environ.get("SGLANG_RUST_SERVER") == "1":
@@ -74,6 +76,8 @@ async def serve(args: argparse.Namespace, record: Path) -> None:
         model_path=args.model_path,
         served_model_name=args.served_model_name,
         unhealthy_until=time.monotonic() + load,
+        lora_paths=lora_paths_from_flags(args.lora_paths),
+        enable_lora=args.enable_lora,
     )
     emulator = SGLangEmulator(config)
     stop = asyncio.Event()

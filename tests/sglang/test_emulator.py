@@ -162,3 +162,38 @@ def test_the_emulator_runs_as_a_subprocess_with_its_flags() -> None:
     finally:
         proc.terminate()
         assert proc.wait(timeout=10) == 0
+
+
+async def test_lora_adapters_are_listed_asked_by_name_and_change_the_answers() -> None:
+    """As 0.5.23 serves `--lora-paths ticket=PATH`: listed after the model's card, `lora_path` names one, and a
+    name it never loaded (or any, with LoRA off) is refused with its 400 words; the answers are the adapter's."""
+    emu = SGLangEmulator(EmulatorConfig(lora_paths={"ticket": "/adapters/ticket"}))
+    plain = SGLangEmulator(EmulatorConfig())
+    await emu.start()
+    await plain.start()
+    ask = {"input_ids": [5, 6, 7], "return_logprob": True, "token_ids_logprob": [10, 11]}
+    try:
+        async with aiohttp.ClientSession() as session, session.get(emu.url + "/v1/models") as r:
+            cards = (await r.json())["data"]
+        status, reply = await post(emu.url, "/generate", {**ask, "lora_path": "ticket"})
+        _, without = await post(emu.url, "/generate", ask)
+        refusals = [
+            await post(emu.url, "/generate", {**ask, "lora_path": "other"}),
+            await post(plain.url, "/generate", {**ask, "lora_path": "ticket"}),
+        ]
+    finally:
+        await emu.stop()
+        await plain.stop()
+    assert [(c["id"], c["root"], c["parent"]) for c in cards] == [
+        ("emulated/model", "emulated/model", None),
+        ("ticket", "/adapters/ticket", "emulated/model"),
+    ]
+    assert status == 200 and isinstance(reply, dict) and isinstance(without, dict)
+    adapted = [entry[0] for entry in reply["meta_info"]["output_token_ids_logprobs"][0]]
+    assert adapted == [logprob_of([5, 6, 7], t, adapter="ticket") for t in (10, 11)]
+    assert adapted != [entry[0] for entry in without["meta_info"]["output_token_ids_logprobs"][0]]
+    assert without["meta_info"]["cached_tokens"] == 0  # the adapter's cache is its own
+    assert [status for status, _ in refusals] == [400, 400]
+    never, disabled = (reply["error"]["message"] for _, reply in refusals)  # type: ignore[index]
+    assert never == "Got LoRA adapter that has never been loaded: other\nAll loaded adapters: dict_keys(['ticket'])."
+    assert disabled.startswith("LoRA adapter 'ticket' was requested, but LoRA is not enabled. Please launch the server")

@@ -35,6 +35,7 @@ EVERY_SETTING = {
     "OPENJEV_CONTEXT_LENGTH": "65536",
     "OPENJEV_KV_CACHE_DTYPE": "fp8_e4m3",
     "OPENJEV_DETERMINISTIC": "true",
+    "OPENJEV_ADAPTER": "ticket=org/ticket-lora",
 }
 
 

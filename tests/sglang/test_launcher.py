@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -24,6 +25,7 @@ from tests.sglang.launching import (
     serve_with_standin,
     wait_until,
 )
+from tests.sglang_emulator import logprob_of
 
 LOADING = {"STANDIN_LOAD_SECONDS": "600"}  # SGLang "loading" for the whole test: the API stays at 503
 
@@ -264,3 +266,43 @@ def test_launched_server_becomes_ready_and_answers(tmp_path: Path) -> None:
         assert 0.0 <= body["answers"]["sky"]["noul"] <= 1.0
         served.process.send_signal(signal.SIGTERM)
         assert served.wait_exit(15) == 0
+
+
+@pytest.mark.integration
+@pytest.mark.needs_test_assets
+def test_a_launched_sglang_serves_the_adapter_by_name(tmp_path: Path) -> None:
+    """`--adapter NAME=PATH`: SGLang loads it, the API names it in every /generate (start-up's probes and
+    warm-ups too), answers with its log-probabilities and serves the model as `<model>+NAME`."""
+    adapter = tmp_path / "ticket-lora"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    env = {"STANDIN_LOAD_SECONDS": "0.5", "OPENJEV_TOKENIZER": str(qwen3_tokenizer_dir())}
+    with serve_with_standin(tmp_path, env, args=["--adapter", f"ticket={adapter}"]) as served:
+        wait_until(lambda: health_status(served.url) == 200, 60, "the API to become ready")
+        name = "Qwen/Qwen3.6-35B-A3B+ticket"
+        assert http("GET", served.url + "/health")[2]["model"] == name
+        assert http("GET", served.url + "/v1/models")[2]["data"][0]["id"] == name
+        question = {"type": "choice", "instructions": "Which team?", "criteria": {"billing": None, "sales": None}}
+        status, _, body = http(
+            "POST", served.url + "/v1/systemone", {"model": name, "state": "Refund me.", "questions": {"q": question}}
+        )
+        assert status == 200, body
+        assert body["model"] == name
+        recorded = http("GET", f"http://127.0.0.1:{served.sglang_port}/_emulator/requests")[2]["requests"]
+        generated = [request["body"] for request in recorded if request["path"] == "/generate"]
+        assert len(generated) >= 4  # start-up's two probes, the warm-up, the branch
+        assert all(body.get("lora_path") == "ticket" for body in generated)
+        branch = generated[-1]
+        with_adapter = [logprob_of(branch["input_ids"], t, adapter="ticket") for t in branch["token_ids_logprob"]]
+        without = [logprob_of(branch["input_ids"], t) for t in branch["token_ids_logprob"]]
+        got = list(body["answers"]["q"]["probabilities"].values())
+        assert got == pytest.approx(softmax(with_adapter), abs=1e-9)
+        assert got != pytest.approx(softmax(without), abs=1e-3)
+        served.process.send_signal(signal.SIGTERM)
+        assert served.wait_exit(15) == 0
+
+
+def softmax(values: list[float]) -> list[float]:
+    top = max(values)
+    exps = [math.exp(v - top) for v in values]
+    return [e / sum(exps) for e in exps]

@@ -21,7 +21,7 @@ import structlog
 from openjev.adapters.fake.codec import ChatMLByteCodec
 from openjev.adapters.sglang.backend import SGLangBackend
 from openjev.contracts import systemone
-from openjev.domain.errors import BackendError, InvalidRequest
+from openjev.domain.errors import BackendError, InvalidRequest, StartupError
 from openjev.domain.labels import verify_labels
 from openjev.domain.limits import Limits
 from openjev.domain.ports import ScoreCall
@@ -162,6 +162,38 @@ async def test_a_prompt_id_out_of_the_vocabulary_is_refused_before_any_call(
     assert refused.value.issues[0].type == "token_out_of_vocabulary"
     assert generate_bodies(workers) == [[], []]  # nothing was sent
     assert all(w.emulator.crashed is None for w in workers)
+
+
+async def test_an_adapter_is_looked_for_on_every_worker_and_named_through_the_router(
+    router: Router, workers: tuple[EmulatorThread, EmulatorThread]
+) -> None:
+    """The router's own /v1/models lists no adapter: start-up asks each worker the router lists for its
+    list, and stops naming the one without it; the router passes `lora_path` on to the workers."""
+    one, two = workers
+    one.emulator.config = EmulatorConfig(lora_paths={"ticket": "/adapters/ticket"})
+    try:
+        refused = SGLangBackend(router.url, context_length=CONTEXT, startup_timeout=10, adapter="ticket")
+        try:
+            with pytest.raises(StartupError, match=f"SGLang at {two.url} serves no LoRA adapter of that name"):
+                await refused.start()
+        finally:
+            await refused.close()
+        two.emulator.config = EmulatorConfig(lora_paths={"ticket": "/adapters/ticket"})
+        client = SGLangBackend(router.url, context_length=CONTEXT, startup_timeout=10, adapter="ticket")
+        try:
+            await client.start()
+            calls = [ScoreCall(new_id(), [*PREFIX, 700 + i], LABELS) for i in range(3)]
+            results = await client.score_many(calls)
+        finally:
+            await client.close()
+        for call, result in zip(calls, results, strict=True):
+            assert result.logprobs == tuple(logprob_of(call.token_ids, label, adapter="ticket") for label in LABELS)
+        bodies = [body for served in generate_bodies(workers) for body in served]
+        assert bodies and all(body["lora_path"] == "ticket" for body in bodies)
+    finally:
+        for worker in workers:
+            worker.emulator.reset()
+            worker.emulator.config = EmulatorConfig()
 
 
 async def test_batch_bodies_are_what_the_router_refuses(router: Router) -> None:

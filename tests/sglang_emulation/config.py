@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +79,23 @@ class EmulatorConfig:
     health_delay: float = 0.0  # seconds /health takes (SGLang's own probe waits for a generation).
     kv_cache_dtype: str = "bf16"  # what /server_info reports (SGLang's resolved --kv-cache-dtype).
     version: str = "0.5.23"  # what /server_info reports as SGLang's version.
+    # LoRA adapters served, name -> path, as `--lora-paths NAME=PATH` (`lora_paths_from_flags`).
+    lora_paths: dict[str, str] = field(default_factory=dict)
+    # `--enable-lora`: None turns it on when `lora_paths` names any (`srt/arg_groups/lora_hook.py`).
+    enable_lora: bool | None = None
+
+    @property
+    def lora_enabled(self) -> bool:
+        return self.enable_lora if self.enable_lora is not None else bool(self.lora_paths)
+
+
+def lora_paths_from_flags(values: Sequence[str]) -> dict[str, str]:
+    """`--lora-paths` values as SGLang 0.5.23 reads them: `NAME=PATH`, or a lone `PATH` that is its own name."""
+    paths: dict[str, str] = {}
+    for value in values:
+        name, has_path, path = value.strip().partition("=")
+        paths[name] = path if has_path else name
+    return paths
 
 
 @dataclass(frozen=True)

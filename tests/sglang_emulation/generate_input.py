@@ -4,7 +4,8 @@
 `srt/managers/tokenizer_manager.py` under https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/:
 single or batched `input_ids`, `sampling_params` with unknown keys rejected (400 `{"error": ...}`),
 `token_ids_logprob` flat or nested with out-of-vocabulary ids rejected, `rid` (batch + str rid ->
-`rid_i`, a rid still in flight -> 400). The two refusals a run of the real engine showed keep its
+`rid_i`, a rid still in flight -> 400), `lora_path` (a LoRA adapter the emulator serves, else SGLang's
+400). The two refusals a run of the real engine showed keep its
 exact words ("input_ids cannot be empty.", "token_ids_logprob contains out-of-vocabulary token id N;
 valid range is [0, V)."). An out-of-vocabulary id in `input_ids` is not refused: the real engine's
 embedding lookup fails and the whole server exits (`Crash`).
@@ -77,6 +78,7 @@ def expand(body: Any, config: EmulatorConfig, in_flight: Collection[str]) -> lis
     if len(set(rids)) != len(rids):
         duplicates = sorted({r for r in rids if rids.count(r) > 1})
         raise error(f"Duplicate request IDs detected within the request: {duplicates}")
+    adapters = _adapters(body.get("lora_path"), n, config)
     return_logprob = _per_item(body.get("return_logprob"), n, "return_logprob", bool)
     wanted = _wanted(body.get("token_ids_logprob"), n, config.vocab_size)
     limit = max_req_input_len(config)
@@ -99,9 +101,35 @@ def expand(body: Any, config: EmulatorConfig, in_flight: Collection[str]) -> lis
                 "max_new_tokens": 128 if max_new is None else int(max_new),
                 "return_logprob": bool(return_logprob[i]),
                 "token_ids_logprob": wanted[i],
+                "lora_path": adapters[i],
             }
         )
     return items
+
+
+def _adapters(lora_path: Any, n: int, config: EmulatorConfig) -> list[str | None]:
+    """Each item's LoRA adapter, checked the way SGLang 0.5.23 checks them, before the labels are:
+    a string applies to every item (`io_struct.py` `_normalize_lora_paths`), and a name it does not
+    serve is refused with 400 (`tokenizer_manager.py` `_validate_and_resolve_lora`, its words)."""
+    if lora_path is None or isinstance(lora_path, str):
+        names: list[str | None] = [lora_path or None] * n
+    elif isinstance(lora_path, list) and all(name is None or isinstance(name, str) for name in lora_path):
+        if len(lora_path) != n:
+            raise error(f"lora_path list length ({len(lora_path)}) must match batch size ({n})")
+        names = [name or None for name in lora_path]
+    else:
+        raise error("lora_path should be a list or a string.")
+    asked = [name for name in names if name is not None]
+    if asked and not config.lora_enabled:
+        raise error(
+            f"LoRA adapter '{asked[0]}' was requested, but LoRA is not enabled. Please launch the server with "
+            "--enable-lora flag and preload adapters using --lora-paths or /load_lora_adapter endpoint."
+        )
+    for name in sorted(set(asked)):
+        if name not in config.lora_paths:
+            loaded = dict.fromkeys(config.lora_paths).keys()
+            raise error(f"Got LoRA adapter that has never been loaded: {name}\nAll loaded adapters: {loaded}.")
+    return names
 
 
 def max_req_input_len(config: EmulatorConfig) -> int:

@@ -18,16 +18,23 @@ from tests.sglang_emulation.config import DEFAULT_VOCAB_SIZE
 _SPREAD = 8.0  # logits are uniform in [0, _SPREAD): label probabilities differ by up to e^8.
 
 
-def logprob_of(input_ids: Sequence[int], token_id: int, vocab_size: int = DEFAULT_VOCAB_SIZE) -> float:
-    """The emulator's log-probability of `token_id` as the next token after `input_ids`.
+def logprob_of(
+    input_ids: Sequence[int], token_id: int, vocab_size: int = DEFAULT_VOCAB_SIZE, adapter: str | None = None
+) -> float:
+    """The emulator's log-probability of `token_id` as the next token after `input_ids`, with LoRA
+    adapter `adapter` (`lora_path`) or without one.
 
     Exposed so that tests can compute the exact numbers an answer must be built from.
     """
-    return logprob(seed(input_ids), token_id, vocab_size)
+    return logprob(seed(input_ids, adapter), token_id, vocab_size)
 
 
-def seed(input_ids: Sequence[int]) -> bytes:
-    return hashlib.blake2b(struct.pack(f"<{len(input_ids)}q", *input_ids), digest_size=16).digest()
+def seed(input_ids: Sequence[int], adapter: str | None = None) -> bytes:
+    """The prompt's hash; an adapter changes every answer, deterministically (its name is hashed in)."""
+    packed = struct.pack(f"<{len(input_ids)}q", *input_ids)
+    if adapter is not None:
+        packed += b"\0lora\0" + adapter.encode()
+    return hashlib.blake2b(packed, digest_size=16).digest()
 
 
 def logprob(prompt_seed: bytes, token_id: int, vocab_size: int) -> float:

@@ -13,6 +13,8 @@ checks that these builders give the same shapes (keys in the same order, values 
 from __future__ import annotations
 
 import time
+import uuid
+from collections.abc import Mapping
 from typing import Any
 
 ABORTED = {"type": "abort", "message": "Aborted", "status_code": None, "err_type": None}
@@ -78,9 +80,14 @@ def model_info(model_path: str, served_model_name: str) -> dict[str, Any]:
 
 def server_info(
     *, model_path: str, served_model_name: str, context_length: int, max_req_input_len: int, version: str,
-    frontend: str, kv_cache_dtype: str,
+    frontend: str, kv_cache_dtype: str, enable_lora: bool = False, lora_paths: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """A few of the ~37 KB of keys the real /server_info has (its resolved arguments and limits)."""
+    """A few of the ~37 KB of keys the real /server_info has (its resolved arguments and limits).
+
+    `lora_paths` are the launch's adapters as 0.5.23 resolves them (`srt/arg_groups/lora_hook.py`):
+    `LoRARef`s, an array-like struct `[lora_id, lora_name, lora_path, pinned]` (read in the source,
+    not seen in a run); adapters loaded later are listed by /v1/models only.
+    """
     return {
         "model_path": model_path,
         "served_model_name": served_model_name,
@@ -94,10 +101,21 @@ def server_info(
         "max_req_input_len": max_req_input_len,
         "version": version,
         "frontend": frontend,
+        "enable_lora": enable_lora,
+        "lora_paths": [[lora_id(name, path), name, path, False] for name, path in (lora_paths or {}).items()],
     }
 
 
-def models(model_path: str, served_model_name: str, context_length: int) -> dict[str, Any]:
+def lora_id(name: str, path: str) -> str:
+    """`LoRARef.deterministic_id` (`srt/lora/lora_registry.py`): the id of an adapter given at launch."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"{name}\0{path}").hex
+
+
+def models(
+    model_path: str, served_model_name: str, context_length: int, adapters: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """/v1/models: the model's card, then one per LoRA adapter (`available_models` in
+    `srt/entrypoints/http_server.py`: the adapter's name, its path as `root`, the model as `parent`)."""
     card = {
         "id": served_model_name,
         "object": "model",
@@ -107,4 +125,8 @@ def models(model_path: str, served_model_name: str, context_length: int) -> dict
         "parent": None,
         "max_model_len": context_length,
     }
-    return {"object": "list", "data": [card]}
+    lora_cards = [
+        {**card, "id": name, "root": path, "parent": served_model_name, "max_model_len": None}
+        for name, path in (adapters or {}).items()
+    ]
+    return {"object": "list", "data": [card, *lora_cards]}

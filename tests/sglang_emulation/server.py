@@ -3,7 +3,9 @@
 It answers `POST /generate` the way SGLang's `TokenizerManager` does (`generate_input.py` checks and
 splits a body, `replies.py` words the answer), keeps a radix-like cache (`cached_tokens` is the
 longest prefix seen before, capped at `len - 1` as SGLang does), and aborts by rid prefix as
-SGLang's scheduler does.
+SGLang's scheduler does. LoRA adapters (`config.lora_paths`, as `--lora-paths NAME=PATH`) are listed
+in `/v1/models` as SGLang lists them; a call naming one (`lora_path`) gets other answers (the name is
+hashed into them) and its own cache, as SGLang keys its radix cache by adapter.
 
 It records every request it receives (`requests`, or `GET /_emulator/requests`), every aborted rid
 (`/abort_request`), and can be told at run time to be slow, fail with a status, close connections,
@@ -51,7 +53,7 @@ class SGLangEmulator:
         self.on_crash: Callable[[str], None] | None = None
         self._in_flight: dict[str, asyncio.Event] = {}
         self._arrivals: asyncio.Condition | None = None
-        self._radix = Radix()
+        self._radixes: dict[str | None, Radix] = {}  # one cache per LoRA adapter (None: the model alone)
         self._closing: set[asyncio.Future[None]] = set()  # the sites a crash is closing
         self._runner: web.AppRunner | None = None
         self.url = ""
@@ -101,7 +103,7 @@ class SGLangEmulator:
         self.requests.clear()
         self.aborted.clear()
         self.replies.clear()
-        self._radix = Radix()
+        self._radixes.clear()
 
     # -- views for tests ---------------------------------------------------------------------------
 
@@ -199,12 +201,14 @@ class SGLangEmulator:
             replies.server_info(
                 model_path=path, served_model_name=served, context_length=cfg.context_length,
                 max_req_input_len=max_req_input_len(cfg), version=cfg.version, frontend=cfg.frontend,
-                kv_cache_dtype=cfg.kv_cache_dtype,
+                kv_cache_dtype=cfg.kv_cache_dtype, enable_lora=cfg.lora_enabled, lora_paths=cfg.lora_paths,
             )
         )  # fmt: skip
 
     async def _models(self, request: web.Request) -> web.Response:
-        return web.json_response(replies.models(*self._names(), self.config.context_length))
+        cfg = self.config
+        adapters = cfg.lora_paths if cfg.lora_enabled else {}
+        return web.json_response(replies.models(*self._names(), cfg.context_length, adapters))
 
     async def _abort(self, request: web.Request) -> web.Response:
         if not self.config.abort_route:
@@ -220,7 +224,7 @@ class SGLangEmulator:
         return web.Response(status=200)  # an empty body, as SGLang's
 
     async def _flush(self, request: web.Request) -> web.Response:
-        self._radix = Radix()
+        self._radixes.clear()
         return web.Response(text=replies.FLUSHED)
 
     async def _generate(self, request: web.Request) -> web.StreamResponse:
@@ -275,9 +279,11 @@ class SGLangEmulator:
     def _answer(self, item: dict[str, Any], *, aborted: bool) -> dict[str, Any]:
         ids: list[int] = item["input_ids"]
         cfg = self.config
-        cached = min(self._radix.match(ids), len(ids) - 1)
-        self._radix.insert(ids)
-        prompt_seed = seed(ids)
+        adapter: str | None = item.get("lora_path")
+        radix = self._radixes.setdefault(adapter, Radix())
+        cached = min(radix.match(ids), len(ids) - 1)
+        radix.insert(ids)
+        prompt_seed = seed(ids, adapter)
         wanted: list[int] | None = item["token_ids_logprob"]
         scored = [(token, logprob(prompt_seed, token, cfg.vocab_size)) for token in wanted or ()]
         greedy = max(scored, key=lambda pair: pair[1])[0] if scored else prompt_seed[0]

@@ -22,14 +22,20 @@ def test_without_torch_the_command_names_the_group_to_install(
     assert not (tmp_path / "out").exists()
 
 
-def test_an_adapter_is_refused_on_sglang_instead_of_being_ignored() -> None:
+def test_a_tuned_adapter_is_refused_on_sglang_instead_of_being_ignored(tmp_path: Path) -> None:
+    """A folder `openjev tune` wrote holds a GGUF adapter for an embedded model: SGLang cannot serve it."""
     from openjev.bootstrap import build_runtime
     from openjev.domain.errors import SettingsError
     from openjev.settings import load_settings
 
-    settings = load_settings({"OPENJEV_ADAPTER": "/nowhere", "OPENJEV_SGLANG_URL": "http://127.0.0.1:1"})
-    with pytest.raises(SettingsError, match="OPENJEV_ADAPTER serves an `openjev tune` adapter on the embedded"):
-        build_runtime(settings)
+    (tmp_path / "manifest.json").write_text("{}")
+    (tmp_path / "adapter.gguf").write_bytes(b"GGUF")
+    for where in ({"OPENJEV_SGLANG_URL": "http://127.0.0.1:1"}, {"OPENJEV_SGLANG_PYTHON": "/opt/sglang/bin/python"}):
+        settings = load_settings({"OPENJEV_ADAPTER": str(tmp_path), **where})
+        with pytest.raises(
+            SettingsError, match=r"`openjev tune` writes: it is for the embedded engine.* PEFT's format"
+        ):
+            build_runtime(settings)
 
 
 def test_an_adapter_name_is_safe_for_a_model_id_and_a_cache_path(tmp_path: Path) -> None:

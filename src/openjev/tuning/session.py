@@ -94,7 +94,7 @@ def prepare(options: Options, settings: Settings, report: Callable[[str], None])
         train_items, eval_items = held_out_slice(labelled.items, options.eval_share, options.seed)
         eval_source = f"{options.eval_share:.0%} of {options.train} held out (seeded shuffle, seed {options.seed})"
     # The model as it is served without an adapter: OPENJEV_ADAPTER, if set, is not trained upon.
-    settings = msgspec.structs.replace(settings, embedded=msgspec.structs.replace(settings.embedded, adapter=None))
+    settings = msgspec.structs.replace(settings, adapter=None)
     runtime = build_runtime(settings)
     if runtime.kind != "embedded":
         raise StartupError("openjev tune trains the embedded backend's models: unset OPENJEV_BACKEND")

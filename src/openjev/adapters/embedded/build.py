@@ -75,9 +75,9 @@ def build_runtime(settings: Settings) -> Runtime:
 def _tuned(settings: Settings, packaged: PackagedModel | None) -> AdapterFolder | None:
     """OPENJEV_ADAPTER's folder, read and checked; refused at once when it names another packaged model
     (a model given by path is checked by its sha256 when the backend starts)."""
-    if settings.embedded.adapter is None:
+    if settings.adapter is None:
         return None
-    tuned = read_folder(Path(settings.embedded.adapter).expanduser())
+    tuned = read_folder(Path(settings.adapter).expanduser())
     trained_on = tuned.manifest.base_model
     served = packaged.name if packaged is not None else settings.model or DEFAULT_MODEL.name
     if trained_on in PACKAGED_MODELS and trained_on != served:

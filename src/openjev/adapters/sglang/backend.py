@@ -5,8 +5,9 @@ over a lean HTTP/1.1 pool (`http1.py`). The control routes (the start-up wait, l
 /health, /abort_request) are `control.py`; the checks on a backend openjev did not configure, and
 the watch on label log-probabilities, are `checks.py`. Whether the peer is an SGLang worker or
 SGLang's router, and what follows, is `peer.py`: a worker gets a request's branches in one batch
-body, a router (which refuses batch bodies) one body per branch, sent at once. This module puts
-them together.
+body, a router (which refuses batch bodies) one body per branch, sent at once. A LoRA adapter SGLang
+serves (OPENJEV_ADAPTER) is checked at start-up and named in every call (`lora.py`). This module
+puts them together.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from openjev.adapters.sglang.http1 import (
     ReplyStalled,
     ReplyTooLarge,
 )
+from openjev.adapters.sglang.lora import check_served, not_served, refused
 from openjev.adapters.sglang.peer import (
     HEALTH_ROUTE,
     PROBE_LABEL_ID,
@@ -86,6 +88,8 @@ class SGLangBackend:
     calls. `reply_cap` is the largest /generate reply taken (`wire.max_reply_bytes` for the limits
     in force), and `read_timeout` the longest silence within one. `url` may be SGLang's router
     (docs/sglang.md §3); `peer` forces how it is driven when start-up would guess wrong (peer.py).
+    `adapter` names a LoRA adapter SGLang serves: start-up refuses an SGLang that does not list it,
+    and every /generate carries it as `lora_path` (lora.py).
 
     `vocab_size()` is the bound the use case holds every request's ids to before any call
     (`domain.validation.validate_vocabulary`): an id outside the vocabulary in `input_ids` makes
@@ -105,8 +109,10 @@ class SGLangBackend:
         reply_cap: int = max_reply_bytes(_DEFAULT_LIMITS.max_concurrent_branches, _DEFAULT_LIMITS.max_options),
         read_timeout: float = READ_TIMEOUT,
         peer: PeerSetting = "auto",
+        adapter: str | None = None,
     ) -> None:
         self.url = url.rstrip("/")
+        self.adapter = adapter
         self._api_key = api_key
         self._max_connections = max_connections
         self._startup_timeout = startup_timeout
@@ -158,6 +164,8 @@ class SGLangBackend:
                 self._context = await self._control.router_context()
         if self._api_key:
             await verify_key_enforced(self._control.session, self.url)
+        if self.adapter is not None:
+            await check_served(self._control, self.adapter, self.peer)
         if self.peer == "worker" and range_checked(facts.server_info):
             await self._learn_vocab()
         await self._check_label_logprobs()
@@ -173,6 +181,7 @@ class SGLangBackend:
             vocab_size=self._vocab,
             kv_cache_dtype=self.kv_cache_dtype,
             reply_cap_bytes=self.reply_cap,
+            adapter=self.adapter,
         )
 
     async def close(self) -> None:
@@ -208,7 +217,7 @@ class SGLangBackend:
     # -- calls ---------------------------------------------------------------------------------------
 
     async def warm(self, call_id: str, token_ids: Sequence[int]) -> CallUsage:
-        (meta,) = await self._generate(warm_body(call_id, token_ids))
+        (meta,) = await self._generate(warm_body(call_id, token_ids, self.adapter))
         return usage(meta)
 
     async def score(self, call_id: str, token_ids: Sequence[int], label_ids: Sequence[int]) -> LabelScores:
@@ -225,7 +234,7 @@ class SGLangBackend:
         if not calls:
             return []
         if self.peer == "worker" or len(calls) == 1:
-            metas = await self._generate(score_body(calls))
+            metas = await self._generate(score_body(calls, self.adapter))
         else:
             metas = await self._generate_each(calls)
         self._labels_seen(metas)
@@ -246,8 +255,10 @@ class SGLangBackend:
     async def _check_label_logprobs(self) -> None:
         """Start-up: one label's log-probability asked and none returned proves the backend unfit."""
         try:
-            metas = await self._generate(score_body([ScoreCall(random_id(), (0,), (0,))]))
+            metas = await self._generate(score_body([ScoreCall(random_id(), (0,), (0,))], self.adapter))
         except OpenJevError as exc:
+            if self.adapter is not None and refused(exc.message):  # an adapter list check_served could not read
+                raise StartupError(not_served(self.adapter, self.url, said=exc.message)) from None
             log.warning("sglang_label_check_failed", url=self.url, detail=exc.message)
             return
         if not metas[0].has_label_logprobs:
@@ -256,7 +267,7 @@ class SGLangBackend:
     async def _recheck_label_logprobs(self, limit: float) -> None:
         try:
             async with asyncio.timeout(min(limit, LABEL_CHECK_TIMEOUT)):
-                metas = await self._generate(score_body([ScoreCall(random_id(), (0,), (0,))]))
+                metas = await self._generate(score_body([ScoreCall(random_id(), (0,), (0,))], self.adapter))
         except (OpenJevError, TimeoutError) as exc:
             log.debug("sglang_label_recheck_failed", url=self.url, error=repr(exc))
             return
@@ -277,7 +288,7 @@ class SGLangBackend:
         pool = self._generate_pool
         if pool is None:
             return
-        body = score_body([ScoreCall(random_id(), (0,), (PROBE_LABEL_ID,))]).body
+        body = score_body([ScoreCall(random_id(), (0,), (PROBE_LABEL_ID,))], self.adapter).body
         try:
             reply = await pool.post("/generate", _encode.encode(body))
         except (ConnectFailed, ConnectionDropped, ReplyTooLarge, ReplyStalled, HTTPFailure) as exc:
@@ -309,7 +320,7 @@ class SGLangBackend:
         """One plain /generate per call, concurrently; the first failure cancels the rest and is raised."""
         try:
             async with asyncio.TaskGroup() as group:
-                tasks = [group.create_task(self._generate(score_body([call]))) for call in calls]
+                tasks = [group.create_task(self._generate(score_body([call], self.adapter))) for call in calls]
         except BaseExceptionGroup as failed:
             raise first_error(failed) from None
         return [task.result()[0] for task in tasks]
@@ -338,7 +349,13 @@ class SGLangBackend:
         except HTTPFailure as exc:
             raise BackendError(f"HTTP error talking to SGLang at {self.url}: {exc}") from None
         if reply.status != 200:
-            raise status_error(reply.status, reply.body, "/generate")
+            failure = status_error(reply.status, reply.body, "/generate")
+            if self.adapter is not None and reply.status == 400 and refused(failure.message):
+                # e.g. a worker added behind the router without the adapter
+                raise BackendError(
+                    f"SGLang at {self.url} does not serve OPENJEV_ADAPTER={self.adapter}: {failure.message}"
+                )
+            raise failure
         return read_reply(reply.body, sent)
 
 

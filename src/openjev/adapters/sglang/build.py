@@ -6,6 +6,7 @@ from urllib.parse import urlsplit
 
 from openjev.adapters.sglang.backend import SGLangBackend
 from openjev.adapters.sglang.flags import SGLANG_HOST
+from openjev.adapters.sglang.lora import adapter_setting
 from openjev.adapters.sglang.wire import max_reply_bytes
 from openjev.domain.errors import SettingsError
 from openjev.domain.ports import PromptCodec
@@ -29,15 +30,16 @@ def sglang_url(settings: Settings) -> str:
 
 
 def build_runtime(settings: Settings) -> Runtime:
-    """Cheap and synchronous: nothing is contacted until `backend.start()`."""
-    if settings.embedded.adapter is not None:
-        raise SettingsError(
-            "OPENJEV_ADAPTER serves an `openjev tune` adapter on the embedded backend; SGLang loads LoRA adapters in "
-            "PEFT's format with its own --enable-lora --lora-paths NAME=PATH, which openjev does not pass on yet "
-            "(docs/tuning.md): unset OPENJEV_ADAPTER"
-        )
+    """Cheap and synchronous: nothing is contacted until `backend.start()`.
+
+    With OPENJEV_ADAPTER (a LoRA adapter SGLang serves by name, `lora.py`) the served model is named
+    `<model>+<adapter>`, as on the embedded backend, unless OPENJEV_SERVED_MODEL_NAME names it.
+    """
+    launching = settings.sglang.sglang_url is None
+    adapter = adapter_setting(settings.adapter, launching=launching) if settings.adapter is not None else None
     model = settings.model or SGLANG_DEFAULT_MODEL
-    public = settings.served_model_name or SGLANG_DEFAULT_PUBLIC_NAME
+    base = settings.served_model_name or SGLANG_DEFAULT_PUBLIC_NAME
+    public = base if adapter is None or settings.served_model_name else f"{base}+{adapter.name}"
     backend = SGLangBackend(
         sglang_url(settings),
         api_key=settings.sglang.backend_api_key,
@@ -47,6 +49,7 @@ def build_runtime(settings: Settings) -> Runtime:
         expected_model=model,
         reply_cap=max_reply_bytes(settings.max_concurrent_branches, settings.max_options),
         peer=settings.sglang.sglang_peer,
+        adapter=adapter.name if adapter is not None else None,
     )
     tokenizer = settings.tokenizer or model
     revision = settings.sglang_revision()
@@ -62,11 +65,12 @@ def build_runtime(settings: Settings) -> Runtime:
         return codec
 
     pinned = f" at revision {revision}" if revision else ""
+    with_adapter = f" with the LoRA adapter `{adapter.name}`" if adapter is not None else ""
     return Runtime(
         kind="sglang",
         backend=backend,
         load_codec=load_codec,
         public_model=public,
-        model_description=f"{public}, served by SGLang from {model}{pinned}.",
-        accepted_models=frozenset({public, model}),
+        model_description=f"{public}, served by SGLang from {model}{pinned}{with_adapter}.",
+        accepted_models=frozenset({public, base, model}),
     )

@@ -43,6 +43,10 @@ Decisions:
   flag (`srt/layers/attention/linear/gdn_backend.py` `_validate_gdn_linear_attn_backends`), and
   openjev never decodes, so only the prefill backend is set. Off by default: its cost on a B200 is
   not measured yet.
+- `OPENJEV_ADAPTER=NAME=PATH` adds `--enable-lora --lora-paths NAME=PATH`: one LoRA adapter, loaded
+  at launch, whose rank and target modules SGLang reads from the adapter itself
+  (`srt/arg_groups/lora_hook.py`; `--max-lora-rank` and `--lora-target-modules` are needed only
+  for adapters loaded later). `--max-loras-per-batch` keeps its default (8): openjev sends one adapter.
 - `SGLANG_WARMUP_TIMEOUT` is openjev's start-up budget (`OPENJEV_STARTUP_TIMEOUT`). After loading,
   SGLang sends itself one warm-up request and kills itself when it takes longer than that variable
   (an EnvFloat, default -1, meaning 600 s: `srt/environ.py`, `_execute_server_warmup` in
@@ -59,6 +63,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from openjev.adapters.sglang.lora import adapter_setting
 from openjev.domain.errors import SettingsError
 from openjev.settings import SGLANG_DEFAULT_MODEL, SGLANG_DEFAULT_PUBLIC_NAME, Settings
 
@@ -226,6 +231,9 @@ def sglang_command(settings: Settings, *, python: str, version: str | None = PIN
         argv += [names.mamba_strategy, "extra_buffer"]
     if settings.deterministic:
         argv += DETERMINISTIC_FLAGS
+    if settings.adapter is not None:  # NAME=PATH (lora.py); SGLang infers the rank and target modules from it
+        adapter = adapter_setting(settings.adapter, launching=True)
+        argv += ["--enable-lora", "--lora-paths", f"{adapter.name}={adapter.path}"]
     argv += ["--log-level", settings.log_level]
     argv += profile_flags(settings.sglang.profile, names)
     env = {

@@ -39,6 +39,7 @@ from openjev.adapters.sglang.flags import (
     SGLangCommand,
     sglang_command,
 )
+from openjev.adapters.sglang.lora import adapter_setting
 from openjev.domain.errors import SettingsError, StartupError
 from openjev.logs import get_logger
 from openjev.settings import Settings
@@ -228,8 +229,7 @@ def run_with_sglang(  # noqa: C901 - one supervisor loop; its cases read best si
         try:
             process.start()
             log.info("sglang_launched", pid=process.pid, version=version, command=command.redacted())
-            url = f"http://{SGLANG_HOST}:{settings.sglang.sglang_port}"
-            code = serve_api({"OPENJEV_SGLANG_URL": url, "OPENJEV_BACKEND": "sglang"})
+            code = serve_api(api_env(settings))
         except SystemExit as exc:  # Granian exits this way when its worker failed
             code = exc.code if isinstance(exc.code, int) else 1
         except _Interrupted:  # a signal before (or without) a server owning the signals
@@ -248,6 +248,15 @@ def run_with_sglang(  # noqa: C901 - one supervisor loop; its cases read best si
     if died.is_set():
         return 1
     return code
+
+
+def api_env(settings: Settings) -> dict[str, str]:
+    """What the API worker is told: connect to the SGLang launched, and serve its adapter by name
+    (SGLang loads `NAME=PATH` itself; the worker, connected, names `NAME` only: `lora.py`)."""
+    env = {"OPENJEV_SGLANG_URL": f"http://{SGLANG_HOST}:{settings.sglang.sglang_port}", "OPENJEV_BACKEND": "sglang"}
+    if settings.adapter is not None:
+        env["OPENJEV_ADAPTER"] = adapter_setting(settings.adapter, launching=True).name
+    return env
 
 
 def _hard_exit(sglang_pid: int | None) -> None:

@@ -119,14 +119,17 @@ class Generate(msgspec.Struct, frozen=True):
     prompt_lengths: tuple[int, ...]
 
 
-def warm_body(call_id: str, token_ids: Sequence[int]) -> Generate:
+def warm_body(call_id: str, token_ids: Sequence[int], adapter: str | None = None) -> Generate:
     rid = rid_for(call_id)
     body = {"input_ids": _ids(token_ids), "sampling_params": ONE_GREEDY_TOKEN, "rid": rid}
-    return Generate(body, None, (rid,), (len(token_ids),))
+    return Generate(_with_adapter(body, adapter), None, (rid,), (len(token_ids),))
 
 
-def score_body(calls: Sequence[ScoreCall]) -> Generate:
-    """Every call in one body: a batch for two or more, the plain body for one."""
+def score_body(calls: Sequence[ScoreCall], adapter: str | None = None) -> Generate:
+    """Every call in one body: a batch for two or more, the plain body for one.
+
+    `adapter`: the LoRA adapter SGLang answers with (`lora_path`; one string for every item of a batch).
+    """
     batch = None if len(calls) == 1 else len(calls)
 
     def per_call(values: list[Any]) -> Any:
@@ -143,7 +146,14 @@ def score_body(calls: Sequence[ScoreCall]) -> Generate:
         "logprob_start_len": -1,  # output position only: no prompt logprobs, full cache reuse.
         "rid": per_call(rids),
     }
-    return Generate(body, batch, tuple(rids), tuple(len(c.token_ids) for c in calls))
+    return Generate(_with_adapter(body, adapter), batch, tuple(rids), tuple(len(c.token_ids) for c in calls))
+
+
+def _with_adapter(body: dict[str, Any], adapter: str | None) -> dict[str, Any]:
+    """The body naming SGLang's LoRA adapter (`lora_path`, `srt/managers/io_struct.py`), when one is served."""
+    if adapter is not None:
+        body["lora_path"] = adapter
+    return body
 
 
 def read_reply(raw: bytes, sent: Generate) -> list[MetaInfo]:
