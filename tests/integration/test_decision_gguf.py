@@ -8,6 +8,7 @@ must agree within 1e-3: noul, choice and score, with the type's labels, orders a
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ import xllamacpp  # type: ignore[import-untyped]
 from openjev.adapters.embedded.llama_engine import EngineConfig, engine_params
 from openjev.bootstrap import build_runtime, limits_from, serving
 from openjev.contracts import systemone
+from openjev.http.lifecycle import Phase, ServiceLifecycle
 from openjev.settings import load_settings
 from tests.embedded.decision_gguf import decision_gguf
 
@@ -150,3 +152,34 @@ async def test_label_probabilities_equal_llama_cpps_own_systemone(kind: str, fil
             assert got[field] == pytest.approx(value, abs=1e-3), (kind, qid, field, got, expected)
         if "choice" in theirs[qid]:
             assert ours[qid]["choice"] == theirs[qid]["choice"]
+
+
+async def test_health_and_the_ready_log_name_the_decision_type_and_bias_removal_still_applies(
+    files: dict[str, Path], caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = load_settings(
+        {"OPENJEV_MODEL": str(files["lev"]), "OPENJEV_ENGINE": "llama.cpp"},
+        backend="embedded",
+        parallel_slots=1,
+        slot_context=2048,
+    )
+    service = ServiceLifecycle(settings, build_runtime(settings))
+    service.begin()
+    try:
+        while service.phase is Phase.STARTING:  # noqa: ASYNC110 - the lifecycle has no event to wait on
+            await asyncio.sleep(0.1)
+        health = await service.health()
+        assert health.backend_ok, health
+        assert "prompts: the model's own `systemone` template, decision type lev" in health.backend_detail
+        assert "decision type lev" in capsys.readouterr().out  # the `ready` log line
+        evaluator = service.require_ready()
+        request = {**REQUEST, "x_debias": "rotate+calibrate"}
+        parsed = systemone.parse(json.dumps(request).encode(), limits_from(settings), service.accepted_models)
+        prepared = evaluator.prepare(parsed.decision)
+        assert prepared.prior_plan is not None  # calibrated on a content-free state, through the model's template
+        outcome = await evaluator.evaluate(prepared)
+        answers = msgspec.to_builtins(systemone.respond(parsed, outcome, "m"))["answers"]
+        assert sum(answers["team"]["probabilities"].values()) == pytest.approx(1.0)
+        assert 0.0 <= answers["refund"]["noul"] <= 1.0
+    finally:
+        await service.stop()

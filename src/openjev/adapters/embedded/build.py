@@ -81,7 +81,8 @@ def build_runtime(settings: Settings) -> Runtime:
         if engine == "openvino"
         else info.description,
         accepted_models=frozenset({info.public_name, real_name, *base_names}),
-        default_debias=packaged.debias if packaged else None,
+        # A decision model answers as llama.cpp's /v1/systemone does unless bias removal is asked for.
+        default_debias=packaged.debias if packaged else ("none" if decision is not None else None),
         default_temperature=packaged.temperature if packaged else None,
         load_model_prompt=load_model_prompt if decision is not None else None,
     )
