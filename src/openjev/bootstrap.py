@@ -24,6 +24,7 @@ from openjev.backends import BACKENDS, Backend
 from openjev.domain.errors import StartupError
 from openjev.domain.labels import LabelSet, TooFewLabels, verify_labels
 from openjev.domain.limits import Limits
+from openjev.domain.own_prompt import ModelPrompt
 from openjev.domain.ports import PromptCodec
 from openjev.domain.prompt import check_template
 from openjev.evaluation import Evaluator, EvaluatorConfig
@@ -70,6 +71,9 @@ async def start_evaluator(
     await runtime.backend.start()
     on_step("loading the tokenizer and verifying labels")
     codec = await asyncio.to_thread(runtime.load_codec)
+    if runtime.load_model_prompt is not None:  # a decision model: its own prompt and labels, checked as it loads
+        model_prompt = await asyncio.to_thread(runtime.load_model_prompt, codec)
+        return build_evaluator(settings, runtime, codec, model_prompt.labels, limits, model_prompt)
     labels = await asyncio.to_thread(verified_labels, codec, settings)
     await asyncio.to_thread(check_template, codec, labels)
     return build_evaluator(settings, runtime, codec, labels, limits)
@@ -88,7 +92,12 @@ def verified_labels(codec: PromptCodec, settings: Settings) -> LabelSet:
 
 
 def build_evaluator(
-    settings: Settings, runtime: Runtime, codec: PromptCodec, labels: LabelSet, limits: Limits | None = None
+    settings: Settings,
+    runtime: Runtime,
+    codec: PromptCodec,
+    labels: LabelSet,
+    limits: Limits | None = None,
+    model_prompt: ModelPrompt | None = None,
 ) -> Evaluator:
     """The one place where settings become the evaluator's arguments."""
     config = EvaluatorConfig(
@@ -108,6 +117,7 @@ def build_evaluator(
         labels=labels,
         config=config,
         priors=PriorCache(settings.prior_cache_entries),
+        model_prompt=model_prompt,
     )
 
 

@@ -27,6 +27,7 @@ from openjev.domain.errors import BackendTimeout, first_error
 from openjev.domain.labels import LabelSet
 from openjev.domain.limits import Limits
 from openjev.domain.outcome import Outcome, Timings, Work
+from openjev.domain.own_prompt import ModelPrompt
 from openjev.domain.ports import CallUsage, LabelScores, PromptCodec, ScoringBackend
 from openjev.domain.validation import validate_vocabulary
 from openjev.evaluation_plan import (
@@ -50,6 +51,7 @@ class Evaluator:
 
     `config` is built once from the settings (`bootstrap`); tests and notebooks may give its fields
     as keywords instead (`Evaluator(backend=..., codec=..., labels=..., limits=..., debias="rotate")`).
+    `model_prompt`: the served model's own decision prompt (a decision GGUF), in place of openjev's layout.
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class Evaluator:
         labels: LabelSet,
         config: EvaluatorConfig | None = None,
         priors: PriorCache | None = None,
+        model_prompt: ModelPrompt | None = None,
         new_call_id: Callable[[], str] = random_id,
         clock: Callable[[], float] = time.perf_counter,
         **config_fields: Any,
@@ -67,6 +70,7 @@ class Evaluator:
         self._config = config if config is not None else EvaluatorConfig(**config_fields)
         self._codec = codec
         self._labels = labels
+        self._model_prompt = model_prompt
         self._priors = priors if priors is not None else PriorCache()
         self._clock = clock
         self._calls = BackendCalls(backend, CallLimit(self._config.limits.max_concurrent_branches), new_call_id)
@@ -95,9 +99,20 @@ class Evaluator:
     def codec(self) -> PromptCodec:
         return self._codec
 
+    @property
+    def model_prompt(self) -> ModelPrompt | None:
+        return self._model_prompt
+
+    @property
+    def prompt_format(self) -> str:
+        """What writes the prompts: openjev's layout, or the served decision model's own prompt."""
+        if self._model_prompt is None:
+            return "openjev's layout (docs/prompt-format.md)"
+        return self._model_prompt.description
+
     def prepare(self, decision: Decision) -> Prepared:
         """Build and check the prompt plan (CPU only). Raises InvalidRequest before any inference."""
-        prepared = plan(decision, self._codec, self._labels, self._config)
+        prepared = plan(decision, self._codec, self._labels, self._config, self._model_prompt)
         vocab_size = self._calls.backend.vocab_size()
         validate_vocabulary(prepared.plan, decision, vocab_size)
         for _, extra in prepared.measured():

@@ -23,8 +23,10 @@ from openjev.domain.kinds import rules
 from openjev.domain.labels import LabelSet
 from openjev.domain.limits import Limits
 from openjev.domain.outcome import Result
+from openjev.domain.own_prompt import ModelPrompt, build_own_plan, own_floors
 from openjev.domain.ports import LabelScores, PromptCodec
 from openjev.domain.prompt import Branch, PromptPlan, build_plan, prompt_text, token_floors
+from openjev.domain.reading import Reading, read
 from openjev.domain.scoring_math import ConfidenceFormula
 from openjev.domain.state import content_free
 from openjev.domain.validation import validate_token_floor, validate_tokens
@@ -109,10 +111,21 @@ class MissingPrior(msgspec.Struct, frozen=True):
     token_ids: list[int]
 
 
-def plan(decision: Decision, codec: PromptCodec, labels: LabelSet, config: EvaluatorConfig) -> Prepared:
-    """Build and check the prompt plan (CPU only). Raises InvalidRequest before any inference."""
+def plan(
+    decision: Decision,
+    codec: PromptCodec,
+    labels: LabelSet,
+    config: EvaluatorConfig,
+    model_prompt: ModelPrompt | None = None,
+) -> Prepared:
+    """Build and check the prompt plan (CPU only). Raises InvalidRequest before any inference.
+
+    `model_prompt`: the served model's own decision prompt (a decision GGUF), in place of openjev's layout.
+    """
     check_client_debias(decision, config)
     policy = DebiasPolicy.of(decision.policy.debias or config.debias, config.max_orders)
+    if model_prompt is not None:
+        return _plan_own(decision, codec, model_prompt, policy, config)
 
     def orders(ask: Ask) -> tuple[Order, ...]:
         if policy.rotate and rules(ask).rotatable:
@@ -164,6 +177,56 @@ def _on_state(
     return PromptPlan(alone.prefix_ids, tuple(msgspec.structs.replace(b, ask=indices[b.ask]) for b in alone.branches))
 
 
+def _plan_own(
+    decision: Decision, codec: PromptCodec, prompt: ModelPrompt, policy: DebiasPolicy, config: EvaluatorConfig
+) -> Prepared:
+    """`plan` for a model with its own decision prompt: each ask whole, in the model's own orders (or
+    the rotations bias removal asks for); no date facts, and worked examples only with `fit`, since
+    the model's template has no place for either."""
+    shown = [a for a in decision.asks if a.examples]
+    if shown and not policy.fit:
+        raise InvalidRequest.one(
+            shown[0].where,
+            "this decision model's own prompt has no place for worked examples: send them with x_debias "
+            "fit, reverse+fit or rotate+fit, which fits them instead of showing them",
+            "examples_not_shown",
+        )
+
+    def orders(ask: Ask) -> tuple[Order, ...]:
+        if policy.rotate and rules(ask).rotatable:
+            return option_orders(len(ask.options), policy.max_orders)
+        return prompt.orders(ask)
+
+    calibrated = [i for i, ask in enumerate(decision.asks) if policy.calibrate and rules(ask).calibratable]
+    prefix_floor, ask_floors = own_floors(decision.state, decision.asks, codec)
+    calls = [(len(orders(a)), len(orders(a)) if i in calibrated else 0) for i, a in enumerate(decision.asks)]
+    validate_token_floor(prefix_floor, ask_floors, decision, config.limits, config.branch_limit, calls)
+    asks = decision.asks
+    prompt_plan = build_own_plan(decision.state, asks, prompt, orders, decision.state_where)
+
+    def on_state(state: State, indices: Sequence[int]) -> PromptPlan:
+        alone = build_own_plan(state, [asks[i] for i in indices], prompt, orders, decision.state_where)
+        return PromptPlan(
+            alone.prefix_ids, tuple(msgspec.structs.replace(b, ask=indices[b.ask]) for b in alone.branches)
+        )
+
+    prior_plan = on_state(content_free(decision.state), calibrated) if calibrated else None
+    examples = tuple(
+        ExamplePlan(i, j, on_state(example.state, [i]))
+        for i, ask in enumerate(asks)
+        if policy.fit
+        for j, example in enumerate(ask.examples)
+    )
+    validate_tokens(prompt_plan, decision, config.limits, config.branch_limit, prior_plan, [e.plan for e in examples])
+    return Prepared(
+        decision=decision,
+        plan=prompt_plan,
+        prior_plan=prior_plan,
+        label_mass=decision.policy.label_mass or (decision.policy.refusals and config.refuse_below is not None),
+        example_plans=examples,
+    )
+
+
 def check_client_debias(decision: Decision, config: EvaluatorConfig) -> None:
     """A request may choose its bias removal only among the modes the operator allows."""
     asked, allowed = decision.policy.debias, config.client_debias
@@ -198,11 +261,13 @@ def results(
     """One result per ask: its orders combined, its prior divided out or its offsets fitted on its
     worked examples added, under the refusal policy."""
     asked: list[list[Asked]] = [[] for _ in decision.asks]
+    readings = {(b.ask, b.order): b.reading for b in branches if b.reading is not None}
     for branch, score in zip(branches, scores, strict=True):
-        asked[branch.ask].append(Asked(branch.order, score.logprobs, score.label_mass))
+        asked[branch.ask].append(Asked(branch.order, _read(branch.reading, score.logprobs), score.label_mass))
     priors_by_ask: list[dict[Order, Logprobs]] = [{} for _ in decision.asks]
     on_examples: dict[tuple[int, int], list[Asked]] = {}
-    for slot, logprobs in priors.items():
+    for slot, raw in priors.items():
+        logprobs = _read(readings.get((slot.ask, slot.order)), raw)
         if slot.example is None:
             priors_by_ask[slot.ask][slot.order] = logprobs
         else:
@@ -216,10 +281,16 @@ def results(
             temperature=config.temperature,
             confidence=config.confidence,
             offsets=_offsets(ask, [on_examples.get((i, j), []) for j in range(len(ask.examples))]),
+            arithmetic=bool(readings),
         )
         for i, ask in enumerate(decision.asks)
     )
     return tuple(under_policy(answer, refuse_below) for answer in answers)
+
+
+def _read(reading: Reading | None, logprobs: Logprobs) -> Logprobs:
+    """A branch's label log-probabilities as its answer reads them (a model's own reading, if it has one)."""
+    return logprobs if reading is None else read(reading, logprobs)
 
 
 def _offsets(ask: Ask, on_examples: list[list[Asked]]) -> list[float] | None:

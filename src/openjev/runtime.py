@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from openjev.backend_spec import BackendName
 from openjev.domain.debiasing import DebiasMode
+from openjev.domain.own_prompt import ModelPrompt
 from openjev.domain.ports import PromptCodec, ScoringBackend
 
 
@@ -29,6 +30,9 @@ class Runtime:
     # sets the backend's default (`BackendSpec.default_debias`).
     default_debias: DebiasMode | None = None
     default_temperature: float | None = None  # the temperature fitted for the served model, when known
+    # The served model's own decision prompt (a decision GGUF), from its codec: blocking, called after
+    # `load_codec`; None for openjev's layout.
+    load_model_prompt: Callable[[PromptCodec], ModelPrompt] | None = None
 
     @property
     def model_names(self) -> frozenset[str]:

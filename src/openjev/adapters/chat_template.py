@@ -72,6 +72,15 @@ def render_chat_template(
         raise TemplateRefused(str(exc)) from None
 
 
+def render_template(source: str, variables: Mapping[str, Any]) -> str:
+    """Render a template with exactly these variables (a decision model's `systemone` template takes
+    the question's, not messages); TemplateRefused when it refuses them."""
+    try:
+        return compile_template(source).render(**variables)
+    except (jinja2.TemplateError, TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+        raise TemplateRefused(str(exc)) from None
+
+
 def template_message(message: ChatMessage) -> dict[str, Any]:
     """A message as the template reads it (transformers' shape), with only the keys it has."""
     shaped: dict[str, Any] = {"role": message.role, "content": message.content}

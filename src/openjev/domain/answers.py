@@ -35,11 +35,13 @@ def distribution(
     temperature: float = 1.0,
     confidence: ConfidenceFormula = "typesafe",
     offsets: Sequence[float] | None = None,
+    arithmetic: bool = False,
 ) -> Distribution:
     """The ask's answer: its orders combined, its prior divided out where one was measured, then
     shifted by the `offsets` fitted on its worked examples (`example_fit`), when it has some.
+    `arithmetic`: orders combined by their mean probability (`combine_orders`).
     """
-    logprobs = combined(asked, priors)
+    logprobs = combined(asked, priors, arithmetic=arithmetic)
     if offsets:
         logprobs = shifted(logprobs, offsets)
     answer = rules(ask).answer(logprobs, temperature=temperature, confidence=confidence)
@@ -49,16 +51,23 @@ def distribution(
     return msgspec.structs.replace(answer, label_mass=math.fsum(m for m in masses if m is not None) / len(masses))
 
 
-def combined(asked: Sequence[Asked], priors: Mapping[Order, Sequence[float]]) -> Sequence[float]:
+def combined(
+    asked: Sequence[Asked], priors: Mapping[Order, Sequence[float]], *, arithmetic: bool = False
+) -> Sequence[float]:
     """One ask's label log-probabilities by option from all its orders, each prior divided out.
 
-    Asked once with no prior, they are as read (the kind's softmax normalises them).
+    Asked once, as given and with no prior, they are as read (the kind's softmax normalises them).
     """
-    if len(asked) == 1 and asked[0].order not in priors:
+    if len(asked) == 1 and asked[0].order not in priors and _as_given(asked[0].order):
         return asked[0].logprobs
     return combine_orders(
-        [(a.order or identity(len(a.logprobs)), _calibrated(a.logprobs, priors.get(a.order))) for a in asked]
+        [(a.order or identity(len(a.logprobs)), _calibrated(a.logprobs, priors.get(a.order))) for a in asked],
+        arithmetic=arithmetic,
     )
+
+
+def _as_given(order: Order) -> bool:
+    return order == identity(len(order))
 
 
 def under_policy(answer: Distribution, refuse_below: float | None) -> Result:

@@ -113,16 +113,21 @@ def in_option_order(order: Order, label_logprobs: Sequence[float]) -> list[float
     return by_option
 
 
-def combine_orders(answers: Sequence[tuple[Order, Sequence[float]]]) -> list[float]:
+def combine_orders(answers: Sequence[tuple[Order, Sequence[float]]], *, arithmetic: bool = False) -> list[float]:
     """One distribution from the same question asked in several orders: the mean log-probability.
 
     Each element is (order, label log-probabilities by position). The result is normalised
     log-probabilities by original option. A geometric mean (the mean in log space) is what cancels
     a multiplicative position prior exactly; an option any order gives zero probability stays at zero.
+    `arithmetic`: the mean probability instead, the rule decision models were fitted with (llama.cpp's
+    /v1/systemone averages a lev model's two orders so).
     """
     if not answers:
         raise ValueError("no answers to combine")
     per_order = [log_softmax(in_option_order(order, lp)) for order, lp in answers]
     n = len(per_order[0])
+    if arithmetic:
+        mean_p = [math.fsum(math.exp(row[i]) for row in per_order) / len(per_order) for i in range(n)]
+        return log_softmax([math.log(p) if p > 0 else -math.inf for p in mean_p])
     means = [math.fsum(row[i] for row in per_order) / len(per_order) for i in range(n)]
     return log_softmax(means)

@@ -58,7 +58,9 @@ class Ask(msgspec.Struct, frozen=True, kw_only=True):
     A yes/no ask has two options, yes (key True) then no (key False), whose texts are the optional
     descriptions of what each answer means. A choice ask's options are shown under single-token
     labels in the order given; a scale's levels go from the lowest to the highest. `examples`: the
-    caller's solved cases, shown to the model before the state (docs/prompt-format.md).
+    caller's solved cases, shown to the model before the state (docs/prompt-format.md). `name`: the
+    caller's name for the question (System One's question id), never shown by openjev's layout; a
+    decision model's own template may show it.
     """
 
     kind: AskKind
@@ -66,6 +68,7 @@ class Ask(msgspec.Struct, frozen=True, kw_only=True):
     options: tuple[Option, ...]
     where: Loc = ()
     examples: tuple[Example, ...] = ()
+    name: str | None = None
 
     def option_index(self, key: OptionKey) -> int | None:
         """Where the option named `key` sits, typed (`1` is no yes, `"1"` no level), or None."""

@@ -119,7 +119,7 @@ class _ListedKind(KindRules):
     option_noun: ClassVar[str]  # "the best option" / "the best level"
 
     def question_text(self, ask: Ask, labels: LabelSet, order: Sequence[int] = ()) -> str:
-        texts = [option.text or "" for option in ask.options]
+        texts = [self._shown(option) for option in ask.options]
         shown = [texts[i] for i in order] if order and self.rotatable else texts
         options = [f"{label}) {text}" for label, text in zip(labels.labels, shown, strict=False)]
         closing = f"Answer with the letter of the best {self.option_noun}."
@@ -131,6 +131,10 @@ class _ListedKind(KindRules):
     def answer_text(self, ask: Ask, index: int) -> str:
         option = ask.options[index]
         return str(option.key) if option.text is None else option.text
+
+    def _shown(self, option: Option) -> str:
+        """An option's text under its label (a level without one shows nothing)."""
+        return option.text or ""
 
 
 class ChoiceKind(_ListedKind):
@@ -148,6 +152,10 @@ class ChoiceKind(_ListedKind):
             raise ValueError(f"a choice's options need distinct keys, got {[key for key, _ in options]}")
         chosen = tuple(Option(key=key, text=text) for key, text in options)
         return Ask(kind=self.kind, instructions=instructions, options=chosen, where=where)
+
+    def _shown(self, option: Option) -> str:
+        """An option without a description shows its key: the only case where a key reaches the model."""
+        return str(option.key) if option.text is None else option.text
 
     def answer(
         self, label_logprobs: Sequence[float], *, temperature: float = 1.0, confidence: ConfidenceFormula = "typesafe"

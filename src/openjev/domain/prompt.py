@@ -22,6 +22,7 @@ from openjev.domain.kinds import CHOICE, rules
 from openjev.domain.labels import ANSWER_OPENING, LabelSet
 from openjev.domain.layout import Piece, encode_pieces, escaped, fold_tool_calls, layout
 from openjev.domain.ports import ChatMessage, PromptCodec
+from openjev.domain.reading import Reading
 from openjev.domain.state import question_facts, state_messages, state_subject
 
 _ESCAPED = re.compile(r'["\\\x00-\x1f]')  # what `json.dumps(ensure_ascii=False)` escapes
@@ -33,13 +34,15 @@ class Branch(msgspec.Struct, frozen=True):
 
     `ask` is the ask's index in the decision. `order` lists the original option indices in the order
     they are shown (label k shows option order[k]); an ask put in several orders has one branch per
-    order, the order as given first.
+    order, the order as given first. `reading`: how a model with its own decision format reads the
+    labels (`domain.reading`); None for openjev's layout, one label per option.
     """
 
     ask: int
     suffix_ids: tuple[int, ...]
     label_ids: tuple[int, ...]
     order: tuple[int, ...] = ()
+    reading: Reading | None = None
 
 
 class PromptPlan(msgspec.Struct, frozen=True):

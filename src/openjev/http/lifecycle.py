@@ -110,6 +110,9 @@ class ServiceLifecycle:
                 backend = BackendHealth(ok=False, detail="the health check failed; the server log has the details")
             if not backend.ok:
                 backend = BackendHealth(ok=False, slow=backend.slow, detail=public_text(backend.detail))
+            elif self.evaluator is not None and self.evaluator.model_prompt is not None:  # a decision model
+                detail = f"{backend.detail}; prompts: {self.evaluator.prompt_format}"
+                backend = BackendHealth(ok=True, slow=backend.slow, detail=detail)
         status = self.phase.value if self.phase is not Phase.READY or backend.ok else "backend_unavailable"
         state = backend_state(self.phase, backend)
         self.metrics.health(state, self.startup_seconds)
@@ -151,6 +154,7 @@ class ServiceLifecycle:
             backend=runtime.kind,
             model=runtime.public_model,
             labels=evaluator.labels.capacity,
+            prompt=evaluator.prompt_format,
             debias=evaluator.debias,
             temperature=evaluator.config.temperature,
             branch_token_limit=evaluator.branch_limit,

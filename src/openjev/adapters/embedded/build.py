@@ -4,6 +4,10 @@ The engine (`OPENJEV_ENGINE`): `auto` takes OpenVINO when it is installed and th
 (the packaged Qwen models, measured against llama.cpp), llama.cpp otherwise (SmolLM2 and any other
 GGUF); `openvino` also takes the other architectures OpenVINO reads. Both engines load the same
 verified GGUF and answer the same prompts (docs/performance.md).
+
+A decision GGUF (docs/models.md#decision-ggufs) is prompted with its own `systemone` template and
+read by its type's rules (`decision_prompt`); `auto` runs it on llama.cpp, whose /v1/systemone
+those rules come from. A type openjev cannot serve is refused here, before anything loads.
 """
 
 from __future__ import annotations
@@ -15,13 +19,16 @@ import msgspec
 
 from openjev.adapters.embedded.backend import EmbeddedBackend
 from openjev.adapters.embedded.built import sha256_of
+from openjev.adapters.embedded.decision_prompt import SystemOnePrompt, read_decision, special_texts
 from openjev.adapters.embedded.gguf_codec import GGUFCodec
+from openjev.adapters.embedded.gguf_file import read_gguf_metadata
 from openjev.adapters.embedded.llama_engine import Engine, EngineConfig, LlamaEngine, available_cpus
 from openjev.adapters.embedded.merged import describe_merged, served_file, served_path
 from openjev.adapters.embedded.model import ModelInfo, describe_model, resolve_model_path
 from openjev.adapters.embedded.packaged_models import DEFAULT_MODEL, PACKAGED_MODELS, PackagedModel
 from openjev.adapters.embedded.tuned import AdapterFolder, read_folder
 from openjev.domain.errors import StartupError
+from openjev.domain.own_prompt import ModelPrompt
 from openjev.domain.ports import PromptCodec, ScoringBackend
 from openjev.runtime import Runtime
 from openjev.settings import Settings
@@ -45,7 +52,9 @@ def build_runtime(settings: Settings) -> Runtime:
     base_names = {info.public_name, info.file_stem, info.short_stem}
     if tuned is not None:
         info = _describe_tuned(info, tuned, settings.served_model_name)
-    engine = choose_engine(settings.embedded.engine, info.architecture)
+    decision = read_decision(read_gguf_metadata(path, arrays=False), str(path))  # refuses what cannot be served
+    engine = "llama.cpp" if decision is not None and settings.embedded.engine == "auto" else None
+    engine = engine or choose_engine(settings.embedded.engine, info.architecture)
     build = _openvino_backend if engine == "openvino" else _llama_backend
     backend = build(settings, path, packaged, tuned)
 
@@ -54,6 +63,11 @@ def build_runtime(settings: Settings) -> Runtime:
         if isinstance(backend, EmbeddedBackend) and backend.started:  # prove it tokenizes as llama.cpp does
             backend.check_codec(codec)
         return codec
+
+    def load_model_prompt(codec: PromptCodec) -> ModelPrompt:  # a decision GGUF's own prompt, on its codec
+        assert decision is not None
+        served = served_path(packaged, path, settings.embedded.resolved_cache_dir(), tuned)
+        return SystemOnePrompt(codec, decision, special_texts(read_gguf_metadata(served)))
 
     real_name = packaged.public_name if packaged else describe_model(path).public_name
     return Runtime(
@@ -67,8 +81,10 @@ def build_runtime(settings: Settings) -> Runtime:
         if engine == "openvino"
         else info.description,
         accepted_models=frozenset({info.public_name, real_name, *base_names}),
-        default_debias=packaged.debias if packaged else None,
+        # A decision model answers as llama.cpp's /v1/systemone does unless bias removal is asked for.
+        default_debias=packaged.debias if packaged else ("none" if decision is not None else None),
         default_temperature=packaged.temperature if packaged else None,
+        load_model_prompt=load_model_prompt if decision is not None else None,
     )
 
 

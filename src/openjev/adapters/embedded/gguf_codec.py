@@ -52,6 +52,10 @@ PRE_TOKENIZERS: dict[str, PreTokenizerFamily] = {
     **dict.fromkeys(("qwen2", "deepseek-r1-qwen", "stablelm2"), _QWEN2_FAMILY),
 }
 
+_SYSTEMONE = "tokenizer.chat_template.systemone"
+# Only for the start-up checks of a decision GGUF without a chat template: its prompts come from its own.
+_PLAIN_TEMPLATE = "{% for message in messages %}{{ message.role }}: {{ message.content }}\n{% endfor %}"
+
 # Token types llama.cpp splits out of text before BPE when it parses special tokens: control tokens
 # (special, like `<|im_start|>`) and user-defined or unknown ones (matched as plain added tokens).
 _CONTROL = int(gguf.TokenType.CONTROL)
@@ -84,6 +88,8 @@ class GGUFCodec(HFCodec):
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, Any], *, source: str = "the GGUF file") -> GGUFCodec:
         template = metadata.get(gguf.Keys.Tokenizer.CHAT_TEMPLATE)
+        if (not isinstance(template, str) or not template.strip()) and metadata.get(_SYSTEMONE):
+            template = _PLAIN_TEMPLATE  # a decision GGUF prompts with its own template (decision_prompt.py)
         if not isinstance(template, str) or not template.strip():
             raise StartupError(f"{source} has no tokenizer.chat_template: openjev needs a chat model")
         tokens: list[str] = list(metadata.get(gguf.Keys.Tokenizer.LIST) or [])

@@ -42,7 +42,9 @@ def parse(body: bytes, limits: Limits, accepted_models: Collection[str]) -> Pars
     state = state_of(request.input)
     wheres: list[Loc] = [("questions", i) for i in range(len(request.questions))]
     asks = [
-        question.ask(instructions_text(question.instructions, (*where, "instructions")), where)
+        msgspec.structs.replace(
+            question.ask(instructions_text(question.instructions, (*where, "instructions")), where), name=question.name
+        )
         for question, where in zip(request.questions, wheres, strict=True)
     ]
     issues = [

@@ -88,7 +88,7 @@ def to_decision(request: SystemOneRequest) -> Decision:
 
 
 def _ask(question: Question, where: Loc) -> Ask:
-    ask = question.ask(where)
+    ask = msgspec.structs.replace(question.ask(where), name=str(where[-1]))
     if not question.x_examples:
         return ask
     examples = question.x_examples

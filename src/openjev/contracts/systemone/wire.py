@@ -103,8 +103,9 @@ class ChoiceQuestion(msgspec.Struct, tag_field="type", tag="choice", forbid_unkn
         return len(self.criteria)
 
     def ask(self, where: Loc) -> Ask:
-        """A null description shows the option's name: the only case where a name reaches the model."""
-        options = [(name, name if text is None else as_text(text)) for name, text in self.criteria.items()]
+        """A null description stays null: openjev's layout shows the option's name instead (the only case
+        where a name reaches the model), a decision model's own template decides for itself."""
+        options = [(name, None if text is None else as_text(text)) for name, text in self.criteria.items()]
         return CHOICE.ask(_text(self.instructions), options, where)
 
     def text_values(self, where: Loc) -> Iterator[tuple[Loc, Any]]:
