@@ -1,4 +1,5 @@
-"""The states kept below the adapted layers give the logits a whole pass gives, on a small random model."""
+"""The states kept below the adapted layers give the logits a whole pass gives, on a small random model;
+how many layers are adapted by default."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import torch
 from openjev.tuning.decoder import Decoder, Shape
 from openjev.tuning.examples import Reading, TrainingItem
 from openjev.tuning.frozen import HeadReader, cached_tokens, freeze, shared_head
+from openjev.tuning.session import default_layers
 
 pytestmark = pytest.mark.needs_torch
 
@@ -91,3 +93,9 @@ def test_the_head_is_at_most_all_but_one_token_of_the_shortest_prefix() -> None:
     assert shared_head([one, two]) == (1, 2)
     assert shared_head([]) == ()
     assert cached_tokens([one, two], (1, 2)) == (1 + 1) + (2 + 1)
+
+
+def test_a_large_model_adapts_its_top_layers_by_default_and_a_small_one_all() -> None:
+    deep = Shape(architecture="qwen2", layers=28, width=8, ffn=8, heads=2, kv_heads=1, eps=1e-6, rope_base=1e4)
+    assert default_layers(deep, 1_500_000_000) == 4
+    assert default_layers(deep, 135_000_000) == 28

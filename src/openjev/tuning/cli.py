@@ -54,7 +54,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--batch", type=positive_int, default=4, help="items a step averages its loss over (4)")
     parser.add_argument("--rank", type=positive_int, default=16, help="the LoRA rank (16)")
-    parser.add_argument("--layers", type=positive_int, default=None, help="adapt only the top N layers (default: all)")
+    parser.add_argument(
+        "--layers", type=positive_int, default=None, help="adapt the top N layers (default: all; 4 from 1B weights)"
+    )
     parser.add_argument("--learning-rate", type=positive_float, default=1e-3, help="the peak (1e-3)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dtype", choices=["auto", "float32", "bfloat16"], default="auto")
