@@ -23,8 +23,6 @@ from openjev.adapters.embedded.decision_prompt import (
 )
 from openjev.adapters.embedded.decision_types import DECISION_TYPES, served_types, temperature_name
 from openjev.adapters.embedded.gguf_codec import GGUFCodec
-from openjev.adapters.embedded.gguf_file import read_gguf_metadata
-from openjev.adapters.embedded.model import smollm2_path
 from openjev.adapters.fake.backend import FakeBackend
 from openjev.contracts.examples import with_examples
 from openjev.domain.decision import Decision, Document
@@ -39,16 +37,6 @@ from tests.embedded.decision_gguf import decision_gguf
 # Shows every variable the template gets, so a test reads what llama.cpp would hand it.
 ECHO = "{{ id }}|{{ type }}|{{ instructions }}|{{ state }}|{{ options | tojson }}|{{ questions | default('') }}"
 REFUSED = ("clef", "kev", "laya", "lfm2-d1-omni")
-
-
-@pytest.fixture(scope="module")
-def metadata() -> dict[str, Any]:
-    return read_gguf_metadata(smollm2_path())
-
-
-@pytest.fixture(scope="module")
-def codec(metadata: dict[str, Any]) -> GGUFCodec:
-    return GGUFCodec.from_metadata(metadata)
 
 
 def declared(metadata: dict[str, Any], kind: str, template: str = ECHO, **extra: Any) -> dict[str, Any]:

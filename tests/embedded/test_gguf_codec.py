@@ -13,21 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from openjev.adapters.embedded.gguf_codec import GGUFCodec, build_tokenizer
-from openjev.adapters.embedded.gguf_file import read_gguf_metadata
 from openjev.adapters.embedded.model import smollm2_path
 from openjev.domain.errors import StartupError
 from openjev.domain.ports import ChatMessage
 from tests.adapters.test_token_floor import texts as floor_texts
-
-
-@pytest.fixture(scope="module")
-def metadata() -> dict[str, Any]:
-    return read_gguf_metadata(smollm2_path())
-
-
-@pytest.fixture(scope="module")
-def codec(metadata: dict[str, Any]) -> GGUFCodec:
-    return GGUFCodec.from_metadata(metadata)
 
 
 def test_renders_smollm2_chatml_with_the_generation_prompt(codec: GGUFCodec) -> None:
