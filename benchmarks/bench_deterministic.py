@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bench_embedded import SPEC_EXAMPLE, TWELVE_QUESTIONS, Sample, run_scenario, start_server, wait_ready
 
-from openjev.listen import free_port
+from openjev.listen import free_ports
 
 # A long request deadline: on a loaded machine a 12-question request at concurrency 4 can exceed 120 s.
 DEADLINE = {"OPENJEV_REQUEST_TIMEOUT": "900"}
@@ -33,7 +33,7 @@ def main() -> None:
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
     logs = Path(tempfile.mkdtemp(prefix="openjev-bench-deterministic-"))
-    ports = {mode: free_port() for mode in MODES}
+    ports = dict(zip(MODES, free_ports(len(MODES)), strict=True))
     processes = {mode: start_server(ports[mode], logs / f"{mode}.log", env) for mode, env in MODES.items()}
     try:
         for mode, process in processes.items():

@@ -19,9 +19,23 @@ from openjev.settings import Settings, env_name
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port free on `host` now (for a server the caller is about to start: tests, benchmarks)."""
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
+    return free_ports(1, host)[0]
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` distinct TCP ports free on `host` now.
+
+    Every probe stays bound until all are chosen: two separate `free_port()` calls may be handed
+    the same port by the kernel, and two servers would then be told to share it.
+    """
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind((host, 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
 
 
 def listen_address(settings: Settings) -> str:

@@ -8,8 +8,13 @@ import pytest
 
 from openjev.cli import main
 from openjev.domain.errors import SettingsError, StartupError
-from openjev.listen import is_loopback, listen_address
+from openjev.listen import free_ports, is_loopback, listen_address
 from openjev.settings import load_settings
+
+
+def test_ports_chosen_together_are_distinct() -> None:
+    ports = free_ports(50)  # chosen one by one and released, the kernel may hand out one twice
+    assert len(set(ports)) == 50
 
 
 def test_host_names_are_resolved() -> None:

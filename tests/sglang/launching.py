@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openjev.listen import free_port
+from openjev.listen import free_ports
 
 TESTS = Path(__file__).resolve().parents[1]
 STANDIN = Path(__file__).with_name("standin_sglang.py")
@@ -100,7 +100,7 @@ def serve_with_standin(
     """`openjev serve --backend sglang --sglang-python STANDIN` in its own session; cleaned up after."""
     python = make_standin_python(tmp_path)
     record = tmp_path / "sglang.json"
-    api_port, sglang_port = free_port(), free_port()
+    api_port, sglang_port = free_ports(2)
     log = tmp_path / "serve.log"
     full_env = clean_env({"OPENJEV_SGLANG_PORT": str(sglang_port), "STANDIN_RECORD": str(record), **(env or {})})
     command = [str(OPENJEV), "serve", "--backend", "sglang", "--sglang-python", str(python),

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from openjev.listen import free_port
+from openjev.listen import free_ports
 
 ROUTER_VERSION = "0.3.2"
 
@@ -97,11 +97,13 @@ def start_router(
     workers: Sequence[str], log: Path, *, port: int | None = None, wait: bool = True, policy: str = "cache_aware"
 ) -> Router:
     require_router()
-    port = port or free_port()
+    chosen, spare = free_ports(2)
+    port = port or chosen
+    metrics_port = spare if spare != port else chosen  # never the API port, even one the caller chose
     command = [
         sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(port),
         "--worker-urls", *workers, "--policy", policy,
-        "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port()),
+        "--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics_port),
         "--health-check-interval-secs", "1", "--health-failure-threshold", "1", "--health-success-threshold", "1",
         "--shutdown-grace-period-secs", "1", "--log-level", "warn",
     ]  # fmt: skip
