@@ -26,6 +26,14 @@ ISSUES = {
         "Is there a way to rename a project after creating it?",
         "Can I get the monthly report as a PDF instead of CSV?",
         "The tooltip on the pricing page overlaps the text a little.",
+        "Is it possible to export our contacts to a spreadsheet?",
+        "The footer still shows last year's copyright date.",
+        "Could the weekly summary email come on Mondays instead of Fridays?",
+        "How many users can we add on our current plan?",
+        "The help article about webhooks has a broken link at the bottom.",
+        "Would you consider adding keyboard shortcuts to the editor?",
+        "The icons in the sidebar are not aligned with the labels.",
+        "What is the difference between an admin and an owner role?",
     ],
     1: [
         "Search results take about ten seconds to load, but they do appear eventually.",
@@ -36,6 +44,14 @@ ISSUES = {
         "The calendar sync skips recurring events; I add them by hand for now.",
         "Charts on the analytics page do not render in Firefox, Chrome works.",
         "Bulk edit only applies to the first 50 rows; I repeat it for the rest.",
+        "The PDF export cuts off the last column, so I copy it into a spreadsheet instead.",
+        "Password reset emails go to spam; I found them there after a while.",
+        "Uploading a profile picture fails in Safari, it works from my phone.",
+        "The dashboard freezes for a minute after login, then it works normally.",
+        "Filters reset every time I open a report, so I set them again each time.",
+        "Scheduled reports sometimes send twice; we just ignore the second one.",
+        "The search ignores accented letters, so I search without them for now.",
+        "Invoices show the wrong time zone, but the dates themselves are right.",
     ],
     2: [
         "Nobody on our team can log in since this morning; the login page returns an error.",
@@ -46,6 +62,14 @@ ISSUES = {
         "Our whole workspace shows as empty, every project is gone.",
         "Checkout is broken: no customer can pay on our store right now.",
         "Data we saved yesterday has been overwritten with blank values.",
+        "Our production site has been unreachable for an hour and we are losing sales.",
+        "Every customer's card is declined at checkout since your update this morning.",
+        "A sync error deleted three months of our customer records.",
+        "No emails at all are going out from our account, including order confirmations.",
+        "The mobile app will not open for any of our users; it crashes on launch.",
+        "Our database backup is gone and the restore button returns an error.",
+        "Payroll payments to our staff failed and nobody has been paid.",
+        "Every file we upload comes back corrupted and cannot be opened.",
     ],
 }
 CALM = [
@@ -55,6 +79,12 @@ CALM = [
     "Let me know if you need more details.",
     "Thank you!",
     "Kind regards.",
+    "Have a great day.",
+    "Cheers, and thanks for the great product.",
+    "Whenever it suits you is fine.",
+    "Many thanks for your patience with me.",
+    "Hope you are having a good week.",
+    "Thanks so much, you are always helpful.",
 ]
 ANGRY = [
     "This is completely unacceptable and I am furious.",
@@ -63,9 +93,18 @@ ANGRY = [
     "I'm fed up with your service, this is the last straw!!",
     "Are you kidding me? I am livid about this.",
     "Your product is a joke and I'm sick of it.",
+    "I have wasted my whole day on this and I am beyond frustrated!",
+    "This is the third time I write and I am seriously angry now.",
+    "What a disgrace. I expected so much better from you.",
+    "I am absolutely fuming, sort this out immediately!",
+    "Unbelievable. I am so annoyed I could scream.",
+    "I'm losing my patience with you people, this is outrageous!",
 ]
 PLANS = {False: ["Free", "Starter", "Team"], True: ["Premium"]}
-NAMES = ["Ana", "Ben", "Chloe", "Dmitri", "Eun-ji", "Farid", "Grace", "Hugo", "Ines", "Jonas", "Keiko", "Liam"]
+NAMES = [
+    "Ana", "Ben", "Chloe", "Dmitri", "Eun-ji", "Farid", "Grace", "Hugo", "Ines", "Jonas", "Keiko", "Liam",
+    "Maya", "Noah", "Olga", "Pedro", "Quinn", "Rosa", "Sami", "Tomas", "Uma", "Viktor", "Wen", "Yara",
+]  # fmt: skip
 LEVELS = ["Low", "Normal", "High", "Critical"]
 POLICY = (
     "Priority policy: start from the issue's base urgency (Low for questions, requests and cosmetic defects; "

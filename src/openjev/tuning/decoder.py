@@ -5,11 +5,13 @@ the server runs and merges back onto it. Only what decisions read is computed: t
 logits over the label ids, never the whole vocabulary. Two architectures, as llama.cpp computes them:
 `llama` (its GGUFs store q and k permuted for rotation of adjacent pairs) and `qwen2` (rotation of
 halves, biases on q, k and v). The layers below the adapted ones run without gradients, which saves
-their activations' memory and their backward pass (`--layers`).
+their activations' memory and their backward pass (`--layers`); a step packs its few prompts into one
+sequence (`packed_logits`).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -110,30 +112,40 @@ class Block(nn.Module):
         self.ffn_norm = tensors[f"blk.{index}.ffn_norm.weight"]
 
     def forward(
-        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, past: KV | None = None, last_only: bool = False
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        past: KV | None = None,
+        *,
+        mask: torch.Tensor | None = None,
+        rows: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, KV]:
         """The block's output for `x` (positions after the `past` keys and values), and the keys and values of
-        every position so far. `last_only` computes the output of the last position alone: the top block's
-        other outputs feed nothing a decision reads."""
+        every position so far. `mask` (queries × keys, True where a query sees a key) replaces the causal
+        one; `rows` computes the output of those positions alone (the top block's other outputs feed nothing
+        a decision reads)."""
         s, length = self.shape, x.shape[0]
         n = functional.rms_norm(x, (s.width,), self.attn_norm, s.eps)
         k = rotate(self.k(n).view(length, s.kv_heads, s.head_dim), cos, sin, s.architecture)
         v = self.v(n).view(length, s.kv_heads, s.head_dim)
         if past is not None:
             k, v = torch.cat((past[0], k)), torch.cat((past[1], v))
-        if last_only:
-            x, n, cos, sin = x[-1:], n[-1:], cos[-1:], sin[-1:]
+            if mask is None:  # each new position sees the past and itself, not what follows
+                mask = torch.ones(length, k.shape[0], dtype=torch.bool).tril(k.shape[0] - length)
+        if rows is not None:
+            x, n, cos, sin = x[rows], n[rows], cos[rows], sin[rows]
+            if mask is None:
+                mask = torch.ones(length, k.shape[0], dtype=torch.bool).tril(k.shape[0] - length)
+            mask = mask[rows]
         queries = x.shape[0]
         q = rotate(self.q(n).view(queries, s.heads, s.head_dim), cos, sin, s.architecture)
-        mask = None
-        if past is not None and not last_only:  # each new position sees the past and itself, not what follows
-            mask = torch.ones(queries, k.shape[0], dtype=torch.bool).tril(k.shape[0] - queries)
         attended = functional.scaled_dot_product_attention(
             q.transpose(0, 1),
             k.transpose(0, 1),
             v.transpose(0, 1),
             attn_mask=mask,
-            is_causal=past is None and not last_only,
+            is_causal=mask is None,
             enable_gqa=True,
         )
         x = x + self.o(attended.transpose(0, 1).reshape(queries, s.width))
@@ -153,54 +165,89 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, architecture: 
 
 
 class Decoder(nn.Module):
-    """The model, its top `adapted_layers` blocks with LoRA factors of `rank` on every matrix."""
+    """The model, its top `adapted_layers` blocks with LoRA factors of `rank` on every matrix.
 
-    def __init__(self, shape: Shape, tensors: dict[str, torch.Tensor], *, rank: int, adapted_layers: int) -> None:
+    Without `lower`, the blocks below the adapted ones are not built (another engine reads the prompts
+    through them: lower.py), and `frozen_states` is not available."""
+
+    def __init__(
+        self, shape: Shape, tensors: dict[str, torch.Tensor], *, rank: int, adapted_layers: int, lower: bool = True
+    ) -> None:
         super().__init__()
         self.shape = shape
         self.first_adapted = shape.layers - adapted_layers
         alpha = 2.0 * rank
-        self.blocks = nn.ModuleList(
-            Block(shape, tensors, i, rank if i >= self.first_adapted else 0, alpha) for i in range(shape.layers)
-        )
+        below = range(self.first_adapted if lower else 0)
+        self.lower = nn.ModuleList(Block(shape, tensors, i, 0, alpha) for i in below)
+        self.top = nn.ModuleList(Block(shape, tensors, i, rank, alpha) for i in range(self.first_adapted, shape.layers))
         self.embedding = tensors["token_embd.weight"]
         self.output = tensors.get("output.weight", self.embedding)  # tied embeddings: the same matrix
         self.output_norm = tensors["output_norm.weight"]
         half = shape.head_dim // 2
         self.inverse_frequencies = shape.rope_base ** (-torch.arange(half, dtype=torch.float64) / half)
 
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.embedding.dtype
+
     def adapted(self) -> list[LoRALinear]:
         return [m for m in self.modules() if isinstance(m, LoRALinear) and m.a is not None]
 
     def rotation(self, start: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The rotary (cos, sin) of positions start … start + length - 1, in the weights' dtype."""
-        positions = torch.arange(start, start + length, dtype=torch.float64)
-        angles = positions[:, None] * self.inverse_frequencies[None, :]
-        return angles.cos().to(self.embedding.dtype), angles.sin().to(self.embedding.dtype)
+        return self.rotation_at(torch.arange(start, start + length, dtype=torch.float64))
+
+    def rotation_at(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        angles = positions.to(torch.float64)[:, None] * self.inverse_frequencies[None, :]
+        return angles.cos().to(self.dtype), angles.sin().to(self.dtype)
 
     def frozen_states(self, token_ids: Sequence[int], past: Sequence[KV] = ()) -> tuple[torch.Tensor, list[KV]]:
         """What the blocks below the adapted ones make of `token_ids` (following the positions whose keys and
         values are `past`, one pair a block): the input of the first adapted block, and each frozen block's
         keys and values so far. No gradients: these layers do not change, so their output is computed once."""
+        if len(self.lower) != self.first_adapted:
+            raise RuntimeError("the blocks below the adapted ones were not loaded (lower=False)")
         start = past[0][0].shape[0] if past else 0
         cos, sin = self.rotation(start, len(token_ids))
         kept: list[KV] = []
         with torch.no_grad():
             x = self.embedding[torch.tensor(token_ids, dtype=torch.long)]
-            for index, block in enumerate(self.blocks[: self.first_adapted]):
+            for index, block in enumerate(self.lower):
                 x, kv = block(x, cos, sin, past[index] if past else None)
                 kept.append(kv)
         return x, kept
 
     def top_logits(self, states: torch.Tensor, label_ids: tuple[int, ...]) -> torch.Tensor:
         """The logits of `label_ids` for the next token, from the first adapted block's input (float32)."""
-        cos, sin = self.rotation(0, states.shape[0])
-        x = states
-        adapted = self.blocks[self.first_adapted :]
-        for index, block in enumerate(adapted):
-            x, _ = block(x, cos, sin, last_only=index == len(adapted) - 1)
-        last = functional.rms_norm(x[-1], (self.shape.width,), self.output_norm, self.shape.eps)
-        return (self.output[torch.tensor(label_ids, dtype=torch.long)] @ last).float()
+        return self.packed_logits(states[:0], [states], [label_ids])[0]
+
+    def packed_logits(
+        self, head: torch.Tensor, parts: Sequence[torch.Tensor], label_ids: Sequence[tuple[int, ...]]
+    ) -> list[torch.Tensor]:
+        """The logits of `label_ids[i]` after the prompt `head` + `parts[i]`, for every i, in one pass.
+
+        The prompts share their start (`head`, the states at the first adapted block): it is computed once
+        and packed with every part into one sequence, each part seeing the head and its own earlier positions
+        at the positions it would have alone. One pass over a few prompts packed multiplies larger matrices,
+        which the CPU does faster, and computes the head once."""
+        starts = [head.shape[0]]
+        for part in parts:
+            starts.append(starts[-1] + part.shape[0])
+        x = torch.cat((head, *parts))
+        own = torch.zeros(x.shape[0], dtype=torch.long)  # 0: the head; i + 1: part i
+        positions = torch.arange(x.shape[0])
+        for number, (start, end) in enumerate(itertools.pairwise(starts), start=1):
+            own[start:end] = number
+            positions[start:end] -= start - head.shape[0]
+        sees = (own[None, :] == 0) | (own[None, :] == own[:, None])
+        mask = sees & (positions[None, :] <= positions[:, None])
+        cos, sin = self.rotation_at(positions)
+        lasts = torch.tensor(starts[1:]) - 1
+        for index, block in enumerate(self.top):
+            x, _ = block(x, cos, sin, mask=mask, rows=lasts if index == len(self.top) - 1 else None)
+        last = functional.rms_norm(x, (self.shape.width,), self.output_norm, self.shape.eps)
+        pairs = zip(label_ids, last, strict=True)
+        return [(self.output[torch.tensor(ids, dtype=torch.long)] @ row).float() for ids, row in pairs]
 
     def label_logits(self, token_ids: Sequence[int], label_ids: tuple[int, ...]) -> torch.Tensor:
         """The logits of `label_ids` for the token after `token_ids` (float32)."""
@@ -211,23 +258,35 @@ def read_shape(path: Path) -> Shape:
     return Shape.of(read_gguf_metadata(path, arrays=False), path)
 
 
-def load_decoder(path: Path, *, rank: int, layers: int, dtype: torch.dtype, seed: int) -> Decoder:
-    """The GGUF at `path` in PyTorch, its top `layers` blocks with fresh LoRA factors."""
+def load_decoder(path: Path, *, rank: int, layers: int, dtype: torch.dtype, seed: int, lower: bool = True) -> Decoder:
+    """The GGUF at `path` in PyTorch, its top `layers` blocks with fresh LoRA factors (and, with `lower`, the
+    blocks below them: without, their weights are not even read)."""
     shape = read_shape(path)
     if not 1 <= layers <= shape.layers:
         raise StartupError(f"--layers {layers}: the model has {shape.layers} layers; adapt 1 to {shape.layers}")
     layout = read_layout(path)
     data = np.memmap(path, np.uint8, "r")
+    skipped = set() if lower else {f"blk.{i}." for i in range(shape.layers - layers)}
     tensors: dict[str, torch.Tensor] = {}
     for tensor in layout.tensors:
+        if block_prefix(tensor.name) in skipped:
+            continue
         start = layout.data_start + tensor.offset
         raw = np.asarray(data[start : start + tensor.nbytes])
         values = dequantize(raw, tensor.kind).astype(np.float32, copy=False).reshape(tuple(reversed(tensor.shape)))
         tensors[tensor.name] = torch.from_numpy(np.array(values, dtype=np.float32)).to(dtype)  # a writable copy
     torch.manual_seed(seed)  # the factors' start: the same for the same seed, so runs can be compared
-    return Decoder(shape, tensors, rank=rank, adapted_layers=layers)
+    return Decoder(shape, tensors, rank=rank, adapted_layers=layers, lower=lower)
 
 
-def parameter_count(path: Path) -> int:
-    """How many weights the model at `path` has (for the memory estimate, before loading anything)."""
-    return sum(math.prod(t.shape) for t in read_layout(path).tensors)
+def block_prefix(name: str) -> str:
+    """`blk.N.` for a block's tensor, "" for the others."""
+    parts = name.split(".")
+    return f"blk.{parts[1]}." if parts[0] == "blk" and len(parts) > 2 else ""
+
+
+def parameter_count(path: Path, *, below: int = 0) -> int:
+    """How many weights the model at `path` has (for the memory estimate, before loading anything), less
+    those of its first `below` blocks."""
+    skipped = {f"blk.{i}." for i in range(below)}
+    return sum(math.prod(t.shape) for t in read_layout(path).tensors if block_prefix(t.name) not in skipped)

@@ -13,11 +13,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Generic
 
 import torch
 
-from openjev.tuning.decoder import KV, Decoder
 from openjev.tuning.examples import TrainingItem
+from openjev.tuning.lower import LowerLayers, Past
 
 REPORT_EVERY_SECONDS = 30.0
 
@@ -42,8 +43,12 @@ class FrozenSet:
         return len(self.items)
 
     def states(self, item: int, reading: int) -> torch.Tensor:
+        return torch.cat((self.head, self.own(item, reading)))
+
+    def own(self, item: int, reading: int) -> torch.Tensor:
+        """Item `item`'s states in order `reading`, after the shared head."""
         frozen = self.frozen[item]
-        return torch.cat((self.head, frozen.tail, frozen.suffixes[reading]))
+        return torch.cat((frozen.tail, frozen.suffixes[reading]))
 
 
 def shared_head(*sets: Sequence[TrainingItem]) -> tuple[int, ...]:
@@ -61,12 +66,16 @@ def cached_tokens(items: Sequence[TrainingItem], head: tuple[int, ...]) -> int:
     return sum(len(i.prefix) - len(head) + sum(len(r.suffix) for r in i.readings) for i in items)
 
 
-class HeadReader:
+class HeadReader(Generic[Past]):
     """The shared head read once through the frozen blocks; then each item's tokens after it."""
 
-    def __init__(self, decoder: Decoder, head: tuple[int, ...]) -> None:
-        self.decoder = decoder
-        self.states, self.past = decoder.frozen_states(head) if head else (_empty(decoder), [])
+    def __init__(self, lower: LowerLayers[Past], head: tuple[int, ...], width: int, dtype: torch.dtype) -> None:
+        self.lower = lower
+        self.empty = torch.empty(0, width, dtype=dtype)
+        self.past: Past | None
+        self.states, self.past = self.empty, None
+        if head:
+            self.states, self.past = lower.read(head, None)
         self.length = len(head)
 
     def item(self, item: TrainingItem) -> FrozenItem:
@@ -74,14 +83,14 @@ class HeadReader:
         suffixes = tuple(self.after(past, reading.suffix)[0] for reading in item.readings)
         return FrozenItem(tail, suffixes)
 
-    def after(self, past: list[KV], token_ids: Sequence[int]) -> tuple[torch.Tensor, list[KV]]:
+    def after(self, past: Past | None, token_ids: Sequence[int]) -> tuple[torch.Tensor, Past | None]:
         if not token_ids:
-            return _empty(self.decoder), past
-        return self.decoder.frozen_states(token_ids, past)
+            return self.empty, past
+        return self.lower.read(token_ids, past)
 
 
 def freeze(
-    decoder: Decoder, items: Sequence[TrainingItem], reader: HeadReader, what: str, report: Callable[[str], None]
+    items: Sequence[TrainingItem], reader: HeadReader[Past], what: str, report: Callable[[str], None]
 ) -> FrozenSet:
     """Every item of `items` read through the frozen blocks, with a line of progress every half minute."""
     started = last = time.monotonic()
@@ -94,7 +103,3 @@ def freeze(
             report(f"reading {what} through the unchanged layers: {done}/{len(items)}, {left / 60:.1f} min left")
             last = now
     return FrozenSet(reader.states, tuple(items), tuple(frozen))
-
-
-def _empty(decoder: Decoder) -> torch.Tensor:
-    return torch.empty(0, decoder.shape.width, dtype=decoder.embedding.dtype)

@@ -17,14 +17,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import numpy as np
 import torch
 
 import openjev
+from openjev.adapters.embedded.build import choose_engine
 from openjev.adapters.embedded.built import sha256_of
 from openjev.adapters.embedded.gguf_codec import GGUFCodec
+from openjev.adapters.embedded.llama_engine import available_cpus
 from openjev.adapters.embedded.merged import engine_file
 from openjev.adapters.embedded.model import resolve_model_path
 from openjev.adapters.embedded.tuned import ADAPTER, MANIFEST, REPORT, Figures, Manifest, TrainingRecord
@@ -35,9 +38,10 @@ from openjev.quality.cli import INTERRUPTED_EXIT_CODE
 from openjev.quality.dataset import DatasetError
 from openjev.settings import Settings
 from openjev.tuning.adapter_file import write_adapter, write_atomically
-from openjev.tuning.decoder import Shape, load_decoder, parameter_count, read_shape
+from openjev.tuning.decoder import Decoder, Shape, load_decoder, parameter_count, read_shape
 from openjev.tuning.examples import TrainingItem, held_out_slice, read_labelled, render
 from openjev.tuning.frozen import HeadReader, cached_tokens, freeze, shared_head
+from openjev.tuning.lower import LowerLayers, OpenVINOLayers, TorchLayers
 from openjev.tuning.memory import check_memory
 from openjev.tuning.trainer import CHECKPOINT, Evaluated, Plan, Trainer, evaluate
 
@@ -162,7 +166,14 @@ def train(
     longest = max(inputs.train + inputs.evals, key=lambda item: item.longest)
     head = shared_head(inputs.train, inputs.evals)
     cached = len(head) + cached_tokens(inputs.train, head) + cached_tokens(inputs.evals, head)
-    check_memory(inputs.base_file, shape, layers, options.rank, dtype, longest, cached, max_memory_gb)
+    lower_bytes = None
+    model_xml = openvino_model(settings, inputs, shape, layers, report)
+    if model_xml is not None:
+        lower_bytes = model_xml.with_suffix(".bin").stat().st_size
+    check_memory(
+        inputs.base_file, shape, layers, options.rank, dtype, longest, cached, max_memory_gb,
+        batch=options.batch, lower_bytes=lower_bytes,
+    )  # fmt: skip
     steps = options.steps or max(1, round(options.epochs * len(inputs.train) / options.batch))
     partial = out / PARTIAL
     record: RunRecord | None = read_record(partial, options, inputs) if resume else None
@@ -170,10 +181,12 @@ def train(
     partial.mkdir(parents=True, exist_ok=True)
     try:
         report(f"training on {len(inputs.train)} items, measuring on {len(inputs.evals)} ({inputs.eval_source})")
-        decoder = load_decoder(inputs.base_file, rank=options.rank, layers=layers, dtype=dtype, seed=options.seed)
-        reader = HeadReader(decoder, head)
-        train_set = freeze(decoder, inputs.train, reader, "the training items", report)
-        eval_set = freeze(decoder, inputs.evals, reader, "the measuring items", report)
+        decoder = load_decoder(
+            inputs.base_file, rank=options.rank, layers=layers, dtype=dtype, seed=options.seed, lower=model_xml is None
+        )
+        reader = HeadReader(lower_layers(decoder, model_xml, settings), head, shape.width, dtype)
+        train_set = freeze(inputs.train, reader, "the training items", report)
+        eval_set = freeze(inputs.evals, reader, "the measuring items", report)
         plan = Plan(
             steps=steps,
             batch=options.batch,
@@ -210,6 +223,33 @@ def train(
     )
     finish(out, options, inputs, record, trainer, final, stopped_by, shape.architecture, layers, dtype_name(dtype))
     return 0
+
+
+def openvino_model(
+    settings: Settings, inputs: Inputs, shape: Shape, layers: int, report: Callable[[str], None]
+) -> Path | None:
+    """The OpenVINO model of the base, when OpenVINO serves it and layers stay unchanged below the adapted
+    ones (built now if the server has not built it yet); else None, and PyTorch reads those layers."""
+    if layers >= shape.layers or choose_engine(settings.embedded.engine, shape.architecture) != "openvino":
+        return None
+    from openjev.adapters.openvino.convert import ensure_model
+
+    report("the unchanged layers are read by OpenVINO, the engine that serves the model")
+    cache = settings.embedded.resolved_cache_dir()
+    threads = settings.embedded.threads or available_cpus()
+    return ensure_model(inputs.base_file, inputs.base_sha256, cache, workers=threads)
+
+
+def lower_layers(decoder: Decoder, model_xml: Path | None, settings: Settings) -> LowerLayers[Any]:
+    if model_xml is None:
+        return TorchLayers(decoder)
+    return OpenVINOLayers(
+        model_xml,
+        decoder.first_adapted,
+        threads=settings.embedded.threads or available_cpus(),
+        int8_activations=settings.embedded.int8_activations,
+        dtype=decoder.dtype,
+    )
 
 
 LARGE_MODEL = 1_000_000_000  # parameters

@@ -67,25 +67,33 @@ class Evaluated:
     seconds: float
 
 
+EVAL_PACK = 8  # readings an evaluation pass packs together
+
+
 def evaluate(decoder: Decoder, items: FrozenSet) -> Evaluated:
     """The server's answer to each item (its orders combined), accuracy, stability under reversal, loss."""
     started = time.monotonic()
     right, stable, paired, loss = 0, 0, 0, 0.0
     answers: dict[str, list[float]] = {}
+    wanted = [(index, number) for index, item in enumerate(items.items) for number in range(len(item.readings))]
+    read: dict[tuple[int, int], list[float]] = {}
     with torch.no_grad():
-        for index, item in enumerate(items.items):
-            per_order = []
-            for number, reading in enumerate(item.readings):
-                logits = decoder.top_logits(items.states(index, number), reading.labels)
-                per_order.append((reading.order, logits.tolist()))
-            combined = combine_orders(per_order)
-            answers[item.id] = [math.exp(x) for x in combined]
-            right += max(range(len(combined)), key=combined.__getitem__) == item.gold
-            loss -= combined[item.gold]
-            if len(per_order) >= 2:
-                picks = [_pick(order, logits) for order, logits in per_order[:2]]
-                paired += 1
-                stable += picks[0] == picks[1]
+        for first in range(0, len(wanted), EVAL_PACK):
+            pack = wanted[first : first + EVAL_PACK]
+            parts = [items.own(index, number) for index, number in pack]
+            labels = [items.items[index].readings[number].labels for index, number in pack]
+            for key, logits in zip(pack, decoder.packed_logits(items.head, parts, labels), strict=True):
+                read[key] = logits.tolist()
+    for index, item in enumerate(items.items):
+        per_order = [(reading.order, read[index, number]) for number, reading in enumerate(item.readings)]
+        combined = combine_orders(per_order)
+        answers[item.id] = [math.exp(x) for x in combined]
+        right += max(range(len(combined)), key=combined.__getitem__) == item.gold
+        loss -= combined[item.gold]
+        if len(per_order) >= 2:
+            picks = [_pick(order, logits) for order, logits in per_order[:2]]
+            paired += 1
+            stable += picks[0] == picks[1]
     count = max(len(items), 1)
     figures = Figures(
         accuracy=right / count,
@@ -101,12 +109,16 @@ def _pick(order: tuple[int, ...], logits: Sequence[float]) -> int:
     return order[max(range(len(logits)), key=logits.__getitem__)]
 
 
-def step_loss(decoder: Decoder, items: FrozenSet, index: int, rnd: random.Random) -> torch.Tensor:
-    item = items.items[index]
-    number = rnd.randrange(len(item.readings))
-    reading = item.readings[number]
-    logits = decoder.top_logits(items.states(index, number), reading.labels)
-    return -torch.log_softmax(logits, -1)[reading.position_of(item.gold)]
+def batch_loss(decoder: Decoder, items: FrozenSet, picked: Sequence[tuple[int, random.Random]]) -> torch.Tensor:
+    """The mean cross-entropy of the gold options of `picked` (item, the draw of its order), in one pass."""
+    readings = [(index, rnd.randrange(len(items.items[index].readings))) for index, rnd in picked]
+    parts = [items.own(index, number) for index, number in readings]
+    labels = [items.items[index].readings[number].labels for index, number in readings]
+    losses = []
+    for (index, number), logits in zip(readings, decoder.packed_logits(items.head, parts, labels), strict=True):
+        item = items.items[index]
+        losses.append(-torch.log_softmax(logits, -1)[item.readings[number].position_of(item.gold)])
+    return torch.stack(losses).mean()
 
 
 def learning_rate(peak: float, step: int, steps: int) -> float:
@@ -218,17 +230,16 @@ class Trainer:
     def accumulate(self, train: FrozenSet) -> float:
         """The gradients of the mean loss of the step's `plan.batch` items, and that loss. The items are
         the next ones of a seeded shuffle, reshuffled every pass (a resumed run draws what it would have
-        drawn); each item's backward pass runs at once, so only one item's activations are ever kept."""
+        drawn), packed into one pass (`Decoder.packed_logits`)."""
         plan, step = self.plan, self.progress.step
-        total = 0.0
+        picked = []
         for index in range(step * plan.batch, (step + 1) * plan.batch):
             order = list(range(len(train)))
             random.Random(plan.seed * 1_000_003 + index // len(train)).shuffle(order)
-            picked = order[index % len(train)]
-            loss = step_loss(self.decoder, train, picked, random.Random(plan.seed * 7_919 + index)) / plan.batch
-            loss.backward()  # type: ignore[no-untyped-call]
-            total += float(loss.detach())
-        return total
+            picked.append((order[index % len(train)], random.Random(plan.seed * 7_919 + index)))
+        loss = batch_loss(self.decoder, train, picked)
+        loss.backward()  # type: ignore[no-untyped-call]
+        return float(loss.detach())
 
     def fit_to(self, deadline: float, step_seconds: float, eval_seconds: float, bar: ProgressBar) -> None:
         """Plan no more steps than fit before the deadline, with the evaluations still to come, so that

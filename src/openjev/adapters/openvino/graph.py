@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -57,3 +58,31 @@ def split_head(model: Any) -> Any:
     logits.output(0).get_tensor().set_names({"logits"})
     model.validate_nodes_and_infer_types()
     return ov.Model([logits], [parameter], "head")
+
+
+STATES = "states"
+_BLOCK_OUTPUT = "model.layers.self_attn.add1.layer{}"  # GenAI's name for a block's output (after its MLP)
+_CACHE_VARIABLE = re.compile(r"past_key_values\.(\d+)\.")
+
+
+def below(model: Any, layer: int) -> Any:
+    """The blocks below `layer` alone, as a model of their own: its output (`STATES`) is every position's
+    input to block `layer`, and its state variables are those blocks' KV caches.
+
+    `openjev tune` reads the prompts through the layers it does not change with the engine that serves
+    them; the blocks above, the norm and the head are not computed.
+    """
+    name = _BLOCK_OUTPUT.format(layer - 1)
+    found = [op for op in model.get_ordered_ops() if op.get_friendly_name() == name]
+    if layer < 1 or not found:
+        raise ValueError(f"no output of block {layer - 1} (`{name}`) in the model: not a model GenAI built")
+    kept = []
+    for sink in model.get_sinks():
+        matched = _CACHE_VARIABLE.match(sink.get_variable_id())
+        if matched is None:
+            raise ValueError(f"a state variable that is no block's KV cache: {sink.get_variable_id()}")
+        if int(matched.group(1)) < layer:
+            kept.append(sink)
+    result = ops.result(found[0].output(0))
+    result.output(0).get_tensor().set_names({STATES})
+    return ov.Model([result], kept, model.get_parameters(), "below")
