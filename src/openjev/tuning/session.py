@@ -261,7 +261,7 @@ def default_layers(shape: Shape, parameters: int) -> int:
 
     Measured on a 2-core CPU (docs/tuning.md): the default 1.5B model adapted whole made 44 steps of one
     item in 30 minutes; its top 4 layers, 100 steps of 4 items after reading the rest once. A 135M model
-    adapted whole learns a rule in two minutes.
+    adapted whole learns a rule in a minute and a half.
     """
     return min(shape.layers, LARGE_MODEL_LAYERS) if parameters >= LARGE_MODEL else shape.layers
 
