@@ -131,13 +131,11 @@ class Block(nn.Module):
         v = self.v(n).view(length, s.kv_heads, s.head_dim)
         if past is not None:
             k, v = torch.cat((past[0], k)), torch.cat((past[1], v))
-            if mask is None:  # each new position sees the past and itself, not what follows
-                mask = torch.ones(length, k.shape[0], dtype=torch.bool).tril(k.shape[0] - length)
+        if mask is None and (past is not None or rows is not None):  # each position sees the past and itself
+            mask = torch.ones(length, k.shape[0], dtype=torch.bool).tril(k.shape[0] - length)
         if rows is not None:
-            x, n, cos, sin = x[rows], n[rows], cos[rows], sin[rows]
-            if mask is None:
-                mask = torch.ones(length, k.shape[0], dtype=torch.bool).tril(k.shape[0] - length)
-            mask = mask[rows]
+            assert mask is not None
+            x, n, cos, sin, mask = x[rows], n[rows], cos[rows], sin[rows], mask[rows]
         queries = x.shape[0]
         q = rotate(self.q(n).view(queries, s.heads, s.head_dim), cos, sin, s.architecture)
         attended = functional.scaled_dot_product_attention(

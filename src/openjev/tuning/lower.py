@@ -25,8 +25,6 @@ Past = TypeVar("Past")
 class LowerLayers(Protocol[Past]):
     """Reads tokens through the unchanged layers, after what `past` (from an earlier read) holds."""
 
-    engine: str  # for the report
-
     def read(self, token_ids: Sequence[int], past: Past | None) -> tuple[torch.Tensor, Past]:
         """The states of `token_ids` at the first adapted block (positions after `past`'s), and what a read
         that continues them needs."""
@@ -35,8 +33,6 @@ class LowerLayers(Protocol[Past]):
 
 class TorchLayers:
     """The decoder's own blocks below the adapted ones (float32, or bfloat16 with `--dtype`)."""
-
-    engine = "PyTorch"
 
     def __init__(self, decoder: Decoder) -> None:
         self.decoder = decoder
@@ -47,8 +43,6 @@ class TorchLayers:
 
 class OpenVINOLayers:
     """The served OpenVINO model cut above the last unchanged block, compiled as the server compiles it."""
-
-    engine = "OpenVINO"
 
     def __init__(self, model_xml: Path, layer: int, *, threads: int, int8_activations: bool, dtype: torch.dtype):
         import openvino as ov  # type: ignore[import-untyped]
