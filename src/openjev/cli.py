@@ -55,6 +55,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     register_tune(commands)
 
+    from openjev.tuning.generate_cli import register as register_generate
+
+    register_generate(commands)
+
     args = parser.parse_args(argv)
     try:
         code: int = args.run(args)

@@ -5,4 +5,8 @@ GGUF model in PyTorch with LoRA factors; `trainer` runs the steps, checkpoints a
 `adapter_file` writes the adapter openjev merges and its manifest (no torch); `cli` wires the
 command. PyTorch is the optional `tune` dependency group: only `decoder`, `trainer` and `session`
 import it.
+
+`generators` makes labelled sets to tune on and measure with, each label right by construction, and
+`generate_cli` wires `openjev generate NAME COUNT`: pure Python, no torch or numpy, so it runs under
+plain `uv run openjev`.
 """

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import gguf
@@ -31,13 +29,3 @@ def write_adapter(
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """`data` at `path`, whole or not at all (a temporary file renamed over it)."""
-    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as out:
-        out.write(data)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(out.name, 0o666 & ~umask)  # as an ordinary new file, not the temporary file's 0600
-    os.replace(out.name, path)

@@ -37,7 +37,8 @@ from openjev.evaluation_plan import EvaluatorConfig
 from openjev.quality.cli import INTERRUPTED_EXIT_CODE
 from openjev.quality.dataset import DatasetError
 from openjev.settings import Settings
-from openjev.tuning.adapter_file import write_adapter, write_atomically
+from openjev.tuning.adapter_file import write_adapter
+from openjev.tuning.atomic_file import write_atomically
 from openjev.tuning.decoder import Decoder, Shape, load_decoder, parameter_count, read_shape
 from openjev.tuning.examples import TrainingItem, held_out_slice, read_labelled, render
 from openjev.tuning.frozen import HeadReader, cached_tokens, freeze, shared_head

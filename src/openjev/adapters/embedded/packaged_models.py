@@ -108,8 +108,8 @@ QWEN_CODER_15B_DECISIONS = msgspec.structs.replace(
     name="qwen2.5-coder-1.5b-decisions",
     public_name="openjev/Qwen2.5-Coder-1.5B-Instruct-decisions",
     # Trained by benchmarks/finetune on synthetic decisions that apply a written rule to a case
-    # (docs/quality.md): the average of two rank-16 LoRA runs on every attention and MLP matrix,
-    # their factors side by side (rank 32), stored as Q8_0 (39 MB).
+    # (`openjev generate decisions`, docs/quality.md): the average of two rank-16 LoRA runs on every
+    # attention and MLP matrix, their factors side by side (rank 32), stored as Q8_0 (39 MB).
     adapter=Adapter(
         file="qwen2.5-coder-1.5b-decisions.lora.gguf",
         sha256="205b6ae1ccbdc509e5a234cb826f05d5ddeb45f07f4a55e1eec5114f263e6b96",

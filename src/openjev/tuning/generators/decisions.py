@@ -1,48 +1,24 @@
-"""Synthetic decisions that apply a written rule to a case, each labelled by the rule itself.
+"""The six-kind mix of decisions that apply a written rule to a case, each labelled by the rule itself.
 
-    python synthetic_decisions.py N SEED OUT.jsonl [--contrast]
-
-Six kinds (return requests under a shop's policy, claims against evidence, an agent's proposed
-action under an action policy, forum posts under moderation rules, bug-report severity, requests
-routed to an assistant's tools), written in `openjev eval`'s item format; returns and routing come
-from `synthetic_returns.py` and `synthetic_routing.py`. Names, goods, windows, dates (three
-formats), rules, option sets and phrasings are drawn at random; the gold answer is computed from
-what was drawn, so it is right by construction. The texts are these files' own: no item of any
-dev set is copied. Output is a function of N and SEED only.
+Return requests under a shop's policy (`returns.py`), claims against evidence, an agent's proposed
+action under an action policy, forum posts under moderation rules, bug-report severity, and requests
+routed to an assistant's tools (`routing.py`). Names, goods, windows, dates (three formats), rules,
+option sets and phrasings are drawn at random; the gold answer is computed from what was drawn, so
+it is right by construction. The texts are these files' own: no item of any dev set is copied. The
+shipped adapter was trained on this output, so the draws keep their order: the same count and seed
+write the same bytes.
 """
 
 # ruff: noqa: E501  (the generated sentences are kept whole, one per line, to be read as written)
 
-import json
+from __future__ import annotations
+
 import random
-import sys
+from collections.abc import Callable, Iterator, Mapping
 
-import return_policies
-import synthetic_returns
-import synthetic_routing
-
-R = random.Random(int(sys.argv[2]))
-
-
-def pick(xs):
-    return R.choice(xs)
-
-
-def name():
-    return return_policies.name(R)
-
-
-def returns():
-    return synthetic_returns.returns(R)
-
-
-def returns_contrast():
-    return synthetic_returns.returns_contrast(R)
-
-
-def routing():
-    return synthetic_routing.routing(R)
-
+from openjev.tuning.generators.return_policies import name
+from openjev.tuning.generators.returns import Item, returns, returns_contrast
+from openjev.tuning.generators.routing import routing
 
 # ---------------- claims
 FACTS = [
@@ -72,9 +48,9 @@ CLAIMT = {
 }
 
 
-def claims():
+def claims(r: random.Random) -> Item:
     ent = (
-        pick(
+        r.choice(
             [
                 "Vendor contract",
                 "Employee handbook",
@@ -85,29 +61,29 @@ def claims():
             ]
         )
         + ", "
-        + name()
+        + name(r)
     )
-    fs = R.sample(FACTS, 3)
+    fs = r.sample(FACTS, 3)
     shown = fs[:2]
     absent = fs[2]
-    vals = {f[0]: pick(f[2]) for f in fs}
+    vals = {f[0]: r.choice(f[2]) for f in fs}
     ev = f"Evidence: {ent}: " + "; ".join(f[1].format(v=vals[f[0]]) for f in shown) + "."
-    r = R.random()
-    if r < 0.34:
+    roll = r.random()
+    if roll < 0.34:
         gold = "supported"
-        f = pick(shown)
+        f = r.choice(shown)
         v = vals[f[0]]
-    elif r < 0.67:
+    elif roll < 0.67:
         gold = "contradicted"
-        f = pick(shown)
-        v = pick([x for x in f[2] if x != vals[f[0]]])
+        f = r.choice(shown)
+        v = r.choice([x for x in f[2] if x != vals[f[0]]])
     else:
         gold = "not_enough_info"
         f = absent
         v = vals[f[0]]
     return (
         ev + "\nClaim: " + CLAIMT[f[0]].format(v=v),
-        pick(
+        r.choice(
             [
                 "Based only on the evidence, what is the status of the claim?",
                 "Judged only against the evidence, is the claim supported?",
@@ -145,10 +121,10 @@ ACTO = {
 }
 
 
-def action():
-    kind, *acts = pick(ACT)
-    a = pick(acts)
-    env = pick(["production", "production", "staging", "a local dev database", "the test environment"])
+def action(r: random.Random) -> Item:
+    kind, *acts = r.choice(ACT)
+    a = r.choice(acts)
+    env = r.choice(["production", "production", "staging", "a local dev database", "the test environment"])
     prod = env == "production"
     if kind == "read" or kind == "email_int" or (not prod and kind in ("write", "destroy")):
         gold = "auto_approve"
@@ -157,10 +133,11 @@ def action():
     else:
         gold = "require_human_review"
     envs = "" if kind in ("pay", "email_ext", "email_int") else f" Target: {env}."
-    state = f"Agent: {name().lower()}-bot.{envs} Proposed action: {a}. Context: {pick(['a user asked for it in chat', 'part of a nightly maintenance job', 'requested in ticket #' + str(R.randrange(1000, 9999)), 'the agent decided this cleans up after a failed run'])}."
+    # The ticket number is drawn whichever context is chosen: the list is built before the choice.
+    state = f"Agent: {name(r).lower()}-bot.{envs} Proposed action: {a}. Context: {r.choice(['a user asked for it in chat', 'part of a nightly maintenance job', 'requested in ticket #' + str(r.randrange(1000, 9999)), 'the agent decided this cleans up after a failed run'])}."
     return (
         state,
-        pick(
+        r.choice(
             [
                 "Under the agent action policy described in the options, how should this proposed action be handled?",
                 "Following the action policy in the options, what should happen to this action?",
@@ -203,12 +180,12 @@ MODO = {
 }
 
 
-def moderation():
-    cat = pick(list(POSTS))
-    post = pick(POSTS[cat]).format(
-        p=pick(["garden tools", "bike parts", "sourdough starters", "guitar strings", "watercolor brushes"]),
-        s=name().lower(),
-        u=name().lower(),
+def moderation(r: random.Random) -> Item:
+    cat = r.choice(list(POSTS))
+    post = r.choice(POSTS[cat]).format(
+        p=r.choice(["garden tools", "bike parts", "sourdough starters", "guitar strings", "watercolor brushes"]),
+        s=name(r).lower(),
+        u=name(r).lower(),
     )
     gold = {
         "spam": "remove_spam",
@@ -216,18 +193,18 @@ def moderation():
         "self_harm": "escalate_self_harm",
         "allow": "allow",
     }[cat]
-    forum = name() + " " + pick(["Forum", "Community", "Club board"])
+    forum = name(r) + " " + r.choice(["Forum", "Community", "Club board"])
     rules = [
         "personal attacks and threats against members are not allowed (joking between friends, and quoting abuse when reporting it, are fine)",
         "advertising and repeated promotional links are removed",
         "anyone who seems at immediate risk of harming themselves is referred to the safety team",
     ]
-    R.shuffle(rules)
+    r.shuffle(rules)
     ins = (
         f"The {forum} rules: "
         + "; ".join(rules)
         + ". "
-        + pick(["What should the moderator do with this post?", "Which moderation action fits this post?"])
+        + r.choice(["What should the moderator do with this post?", "Which moderation action fits this post?"])
     )
     return post, ins, dict(MODO), gold
 
@@ -241,28 +218,30 @@ TRI = {
 }
 
 
-def triage():
-    svc = pick(["checkout", "login", "payments API", "search", "file upload", "notifications", "reporting dashboard"])
-    r = R.random()
-    if r < 0.25:
+def triage(r: random.Random) -> Item:
+    svc = r.choice(
+        ["checkout", "login", "payments API", "search", "file upload", "notifications", "reporting dashboard"]
+    )
+    roll = r.random()
+    if roll < 0.25:
         gold = "critical"
-        t = pick(
+        t = r.choice(
             [
                 f"Since the 09:10 deploy, {svc} returns HTTP 500 for every customer; nobody can complete it.",
                 f"The {svc} service has been writing corrupted records for all accounts since last night's release; thousands affected and rising.",
             ]
         )
-    elif r < 0.5:
+    elif roll < 0.5:
         gold = "major"
-        t = pick(
+        t = r.choice(
             [
                 f"{svc.capitalize()} is taking 20-30 seconds for customers in the EU region; it still completes, and retrying often helps.",
                 f"About 5% of users on the Android app see {svc} fail; the web version works as a workaround.",
             ]
         )
-    elif r < 0.75:
+    elif roll < 0.75:
         gold = "minor"
-        t = pick(
+        t = r.choice(
             [
                 f"On the {svc} page, a button label is misaligned by a few pixels in Firefox.",
                 f"In the internal staging environment, the {svc} tooltip shows a typo.",
@@ -270,37 +249,55 @@ def triage():
         )
     else:
         gold = "no_defect"
-        t = pick(
+        t = r.choice(
             [
                 f"A customer says {svc} 'rejected' their password, but they were typing their old one; it works with the new one.",
                 f"Could {svc} also support dark mode? It would be nice to have.",
                 f"User reports {svc} logs them out after 30 days, which is the documented session length.",
             ]
         )
-    return t, pick(["What priority should this ticket be assigned?", "How severe is this report?"]), dict(TRI), gold
+    return t, r.choice(["What priority should this ticket be assigned?", "How severe is this report?"]), dict(TRI), gold
 
 
-GENS = [returns] * 5 + [claims] * 2 + [action] * 2 + [moderation] * 2 + [triage] * 2 + [routing] * 2
-contrast = sys.argv[4:] == ["--contrast"]
-if sys.argv[4:] and not contrast:
-    raise SystemExit(f"unknown arguments {sys.argv[4:]}; usage: synthetic_decisions.py N SEED OUT.jsonl [--contrast]")
-if contrast:  # about four items a draw, so drawn a fifth as often
-    GENS = [returns_contrast] + [g for g in GENS if g is not returns]
-n = int(sys.argv[1])
-with open(sys.argv[3], "w") as out:
+# ---------------- the mix
+Kind = Callable[[random.Random], list[Item]]
+
+
+def _one(kind: Callable[[random.Random], Item]) -> Kind:
+    return lambda r: [kind(r)]
+
+
+# A kind's weight is how often it stands in the list: one draw picks an entry, so the order counts too.
+MIX: list[tuple[str, Kind]] = (
+    [("returns", _one(returns))] * 5
+    + [("claims", _one(claims))] * 2
+    + [("action", _one(action))] * 2
+    + [("moderation", _one(moderation))] * 2
+    + [("triage", _one(triage))] * 2
+    + [("routing", _one(routing))] * 2
+)
+# About four items a draw, so drawn a fifth as often as single return requests were.
+CONTRAST_MIX: list[tuple[str, Kind]] = [("returns_contrast", returns_contrast)] + [
+    entry for entry in MIX if entry[0] != "returns"
+]
+
+
+def generate(count: int, seed: int, options: Mapping[str, bool]) -> Iterator[dict[str, object]]:
+    """`count` items, one random stream from `seed` (what `openjev generate decisions` writes).
+
+    `contrast` swaps single return requests for `returns_contrast`: one policy with a request for
+    each answer it can lead to; a draw past `count` is cut short.
+    """
+    r = random.Random(seed)
+    mix = CONTRAST_MIX if options["contrast"] else MIX
     i = 0
-    while i < n:
-        g = pick(GENS)
-        for state, ins, crit, gold in (g() if g is returns_contrast else [g()])[: n - i]:
-            out.write(
-                json.dumps(
-                    {
-                        "id": f"syn-{g.__name__}-{i}",
-                        "state": state,
-                        "question": {"type": "choice", "instructions": ins, "criteria": crit},
-                        "gold": gold,
-                    }
-                )
-                + "\n"
-            )
+    while i < count:
+        kind, draw = r.choice(mix)
+        for state, ins, crit, gold in draw(r)[: count - i]:
+            yield {
+                "id": f"syn-{kind}-{i}",
+                "state": state,
+                "question": {"type": "choice", "instructions": ins, "criteria": crit},
+                "gold": gold,
+            }
             i += 1

@@ -1,20 +1,19 @@
 """Labelled tickets whose priority follows a rule the packaged model was never told: a set to tune on.
 
-    uv run python benchmarks/tuning/priority_rule.py N SEED OUT.jsonl [--policy-in-question] [--held-out]
-
 The rule: the issue's base urgency (a question or cosmetic defect 0, something broken with a
 workaround 1, an outage, lost data or a failed payment 2), plus one when the customer is angry, plus
 one on the Premium plan, capped at 3; the levels are Low, Normal, High and Critical. Tickets are
-drawn from phrase lists (issues, moods, plans, names, products) and the label is computed from what
-was drawn, so every label is right by construction. `--policy-in-question` writes the rule into the
+drawn from phrase lists (issues, moods, plans, names) and the label is computed from what was
+drawn, so every label is right by construction. `--policy-in-question` writes the rule into the
 question's instructions; without it the question only asks for the priority, and the labels alone
 teach the rule. Each phrase list is split in two: training sets draw from one half, `--held-out`
 sets from the other, so a measuring set shares no issue text, mood line or name with training.
 """
 
-import json
+from __future__ import annotations
+
 import random
-import sys
+from collections.abc import Iterator, Mapping
 
 ISSUES = {
     0: [
@@ -115,10 +114,16 @@ POLICY = (
 
 
 def half(items: list[str], held_out: bool) -> list[str]:
+    """Every other phrase: the first half trains, the second measures."""
     return items[int(held_out) :: 2]
 
 
-def ticket(rnd: random.Random, index: int, in_question: bool, seed: int, held_out: bool) -> dict:
+def level(base: int, angry: bool, premium: bool) -> int:
+    """The rule's priority, 0 (Low) to 3 (Critical)."""
+    return min(3, base + angry + premium)
+
+
+def ticket(rnd: random.Random, index: int, in_question: bool, seed: int, held_out: bool) -> dict[str, object]:
     base = rnd.choice([0, 1, 2])
     angry = rnd.random() < 0.5
     premium = rnd.random() < 0.4
@@ -127,7 +132,6 @@ def ticket(rnd: random.Random, index: int, in_question: bool, seed: int, held_ou
     mood = rnd.choice(half(ANGRY if angry else CALM, held_out))
     issue = rnd.choice(half(ISSUES[base], held_out))
     state = f"From: {name} (plan: {plan})\nSubject: support request\n\n{issue} {mood}"
-    level = min(3, base + angry + premium)
     instructions = "What priority should this ticket get?"
     if in_question:
         instructions = f"{POLICY} What priority should this ticket get?"
@@ -136,22 +140,12 @@ def ticket(rnd: random.Random, index: int, in_question: bool, seed: int, held_ou
         "dataset": "priority_rule",
         "state": state,
         "question": {"type": "score", "instructions": instructions, "criteria": LEVELS},
-        "gold": level,
+        "gold": level(base, angry, premium),
     }
 
 
-def main() -> None:
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    if len(args) != 3:
-        raise SystemExit(__doc__)
-    count, seed, out = int(args[0]), int(args[1]), args[2]
+def generate(count: int, seed: int, options: Mapping[str, bool]) -> Iterator[dict[str, object]]:
+    """`count` tickets, one random stream from `seed` (what `openjev generate priority` writes)."""
     rnd = random.Random(seed)
-    in_question = "--policy-in-question" in sys.argv
-    held_out = "--held-out" in sys.argv
-    with open(out, "w") as handle:
-        for index in range(count):
-            handle.write(json.dumps(ticket(rnd, index, in_question, seed, held_out)) + "\n")
-
-
-if __name__ == "__main__":
-    main()
+    for index in range(count):
+        yield ticket(rnd, index, options["policy-in-question"], seed, options["held-out"])

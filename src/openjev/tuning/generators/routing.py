@@ -1,13 +1,15 @@
 """Requests to an assistant, each labelled with the one tool that can make progress on it.
 
-Used by `synthetic_decisions.py`. Each tool has requests it can act on as written and requests
-that lack a detail it needs (who, when, which account): those must go to a clarifying question.
-Requests the assistant can answer from general knowledge go to a direct reply, harmful ones to a
-refusal. Each item offers the right tool among others drawn at random, always with the clarifying
-question, so the label holds whichever tools are shown.
+One of the kinds `decisions.py` mixes. Each tool has requests it can act on as written and
+requests that lack a detail it needs (who, when, which account): those must go to a clarifying
+question. Requests the assistant can answer from general knowledge go to a direct reply, harmful
+ones to a refusal. Each item offers the right tool among others drawn at random, always with the
+clarifying question, so the label holds whichever tools are shown.
 """
 
 # ruff: noqa: E501  (the generated sentences are kept whole, one per line, to be read as written)
+
+from __future__ import annotations
 
 import random
 
@@ -141,6 +143,7 @@ DAYS = ["Monday", "Tuesday", "Thursday", "Friday", "next Wednesday"]
 def routing(r: random.Random) -> tuple[str, str, dict[str, str], str]:
     names = list(TOOLS)
     incomplete = [n for n in names if TOOLS[n][2]]
+    tool: str | None
     roll = r.random()
     if roll < 0.3:
         tool = r.choice(incomplete)

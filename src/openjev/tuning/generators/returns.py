@@ -1,22 +1,24 @@
 """Return requests under a shop's written policy, each labelled by the policy drawn for it.
 
-Used by `synthetic_decisions.py`. A policy is assembled from the clauses return policies commonly
-hold (a window or tiers of windows, member and holiday extensions, final sale with or without a
-defect exception, excluded categories, condition rules and restocking fees, exchange-only
-discounts, vouchers refunded as credit, cases a person must review whatever the date); then one
-case is drawn that exactly one clause decides, or none (an ordinary request), or, for
-`returns_contrast`, one case for each answer the policy can lead to. Exactly one reading of the
-policy fits each case, so the label is right by construction.
+One of the kinds `decisions.py` mixes. A policy is assembled from the clauses return policies
+commonly hold (a window or tiers of windows, member and holiday extensions, final sale with or
+without a defect exception, excluded categories, condition rules and restocking fees,
+exchange-only discounts, vouchers refunded as credit, cases a person must review whatever the
+date); then one case is drawn that exactly one clause decides, or none (an ordinary request), or,
+for `returns_contrast`, one case for each answer the policy can lead to. Exactly one reading of
+the policy fits each case, so the label is right by construction.
 """
 
 # ruff: noqa: E501  (the generated sentences are kept whole, one per line, to be read as written)
+
+from __future__ import annotations
 
 import datetime as dt
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from return_policies import Policy, datefmt, draw_policy
+from openjev.tuning.generators.return_policies import Policy, datefmt, draw_policy
 
 OPTIONS = {
     "approve_full_refund": "Accept the return and refund the full price to the original payment method.",

@@ -1,4 +1,4 @@
-"""Return policies drawn at random, clause by clause, for `synthetic_returns.py`.
+"""Return policies drawn at random, clause by clause, for the return requests of `returns.py`.
 
 The clauses are those return policies commonly hold: a window or tiers of windows, member and
 holiday extensions, final sale with or without a defect exception, excluded categories, condition
@@ -7,6 +7,8 @@ person must review. Each clause adds the cases it decides to the policy's list.
 """
 
 # ruff: noqa: E501  (the generated sentences are kept whole, one per line, to be read as written)
+
+from __future__ import annotations
 
 import datetime as dt
 import random
