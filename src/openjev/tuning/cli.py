@@ -10,6 +10,7 @@ import argparse
 import importlib.util
 import re
 import sys
+import time
 from pathlib import Path
 
 from openjev.client.arguments import positive_float, positive_int
@@ -18,6 +19,7 @@ from openjev.quality.cli import INTERRUPTED_EXIT_CODE
 from openjev.quality.dataset import DatasetError
 from openjev.settings import load_settings
 
+FINISH_SECONDS = 15.0  # of --max-minutes kept for what a deadline cannot see: the interpreter's start, the last files
 NEEDS_TORCH = (
     "openjev tune needs PyTorch, which `uv run openjev` does not install: run `uv run --group tune openjev tune …`"
 )
@@ -50,7 +52,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     parser.add_argument("--steps", type=positive_int, default=None, help="training steps (default: --epochs passes)")
     parser.add_argument(
-        "--epochs", type=positive_float, default=3.0, help="passes over TRAIN when --steps is not given"
+        "--epochs",
+        type=positive_float,
+        default=None,
+        help="passes over TRAIN when --steps is not given (3; with --max-minutes, as many as fit, up to 10)",
     )
     parser.add_argument("--batch", type=positive_int, default=4, help="items a step averages its loss over (4)")
     parser.add_argument("--rank", type=positive_int, default=16, help="the LoRA rank (16)")
@@ -85,6 +90,9 @@ def _share(text: str) -> float:
 
 
 def main_from_args(args: argparse.Namespace) -> int:
+    deadline = None
+    if args.max_minutes is not None:  # counted from here, before PyTorch is imported (seconds)
+        deadline = time.monotonic() + args.max_minutes * 60 - FINISH_SECONDS
     if importlib.util.find_spec("torch") is None:
         print(NEEDS_TORCH, file=sys.stderr)
         return 2
@@ -112,7 +120,7 @@ def main_from_args(args: argparse.Namespace) -> int:
             settings,
             args.out,
             resume=args.resume,
-            max_minutes=args.max_minutes,
+            deadline=deadline,
             max_memory_gb=args.max_memory_gb,
             report=lambda line: print(line, file=sys.stderr, flush=True),
         )

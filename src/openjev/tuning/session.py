@@ -48,6 +48,8 @@ from openjev.tuning.trainer import CHECKPOINT, Evaluated, Plan, Trainer, evaluat
 
 PARTIAL = ".partial"
 RUN = "run.json"
+DEFAULT_EPOCHS = 3.0
+FILL_EPOCHS = 10.0  # the most passes a deadline alone plans; the best evaluated factors are kept anyway
 
 
 class Options(msgspec.Struct, frozen=True, kw_only=True):
@@ -58,7 +60,7 @@ class Options(msgspec.Struct, frozen=True, kw_only=True):
     eval_share: float
     steps: int | None
     batch: int
-    epochs: float
+    epochs: float | None  # None: `DEFAULT_EPOCHS`, or with a deadline as many as fit up to `FILL_EPOCHS`
     rank: int
     layers: int | None
     learning_rate: float
@@ -152,13 +154,12 @@ def train(
     out: Path,
     *,
     resume: bool,
-    max_minutes: float | None,
+    deadline: float | None,
     max_memory_gb: float | None,
     report: Callable[[str], None],
 ) -> int:
-    """The whole run; returns the exit code (0, or 130 when interrupted with the checkpoint kept)."""
-    started = time.monotonic()
-    deadline = started + max_minutes * 60 if max_minutes is not None else None
+    """The whole run, done by `deadline` (a `time.monotonic()`) when there is one; returns the exit code
+    (0, or 130 when interrupted with the checkpoint kept)."""
     check_out(out, resume=resume)
     inputs = prepare(options, settings, report)
     shape = read_shape(inputs.base_file)
@@ -175,7 +176,7 @@ def train(
         inputs.base_file, shape, layers, options.rank, dtype, longest, cached, max_memory_gb,
         batch=options.batch, lower_bytes=lower_bytes,
     )  # fmt: skip
-    steps = options.steps or max(1, round(options.epochs * len(inputs.train) / options.batch))
+    steps = planned_steps(options, len(inputs.train), filling=deadline is not None)
     partial = out / PARTIAL
     record: RunRecord | None = read_record(partial, options, inputs) if resume else None
     created = not out.exists()
@@ -265,6 +266,16 @@ def default_layers(shape: Shape, parameters: int) -> int:
     adapted whole learns a rule in a minute and a half.
     """
     return min(shape.layers, LARGE_MODEL_LAYERS) if parameters >= LARGE_MODEL else shape.layers
+
+
+def planned_steps(options: Options, items: int, *, filling: bool) -> int:
+    """`--steps`, else `--epochs` passes; with neither, three passes, or with `--max-minutes` up to
+    `FILL_EPOCHS`, of which the trainer keeps as many as fit (`Trainer.fit_to`): time given to a run
+    goes to training, since the factors measured best are the ones kept."""
+    if options.steps is not None:
+        return options.steps
+    epochs = options.epochs or (FILL_EPOCHS if filling else DEFAULT_EPOCHS)
+    return max(1, round(epochs * items / options.batch))
 
 
 def during_training(plan: Plan, eval_seconds: float, deadline: float | None) -> Plan:

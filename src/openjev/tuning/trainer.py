@@ -198,7 +198,7 @@ class Trainer:
         try:
             while progress.step < progress.steps:
                 if bar.steps_done() == WARMUP_STEPS and plan.deadline is not None:
-                    self.fit_to(plan.deadline, bar.step_seconds(), eval_seconds, bar)
+                    self.fit_to(plan.deadline, bar.step_seconds(), eval_seconds, bar, len(train))
                 reserve = 1.2 * eval_seconds
                 if plan.deadline is not None and time.monotonic() + reserve + bar.step_seconds() > plan.deadline:
                     stopped_by = "time"
@@ -241,14 +241,16 @@ class Trainer:
         loss.backward()  # type: ignore[no-untyped-call]
         return float(loss.detach())
 
-    def fit_to(self, deadline: float, step_seconds: float, eval_seconds: float, bar: ProgressBar) -> None:
+    def fit_to(self, deadline: float, step_seconds: float, eval_seconds: float, bar: ProgressBar, items: int) -> None:
         """Plan no more steps than fit before the deadline, with the evaluations still to come, so that
         the learning rate's schedule ends when the time does instead of being cut off midway."""
         progress = self.progress
         left = deadline - time.monotonic() - (self.plan.evaluations + 1.2) * eval_seconds
         fitting = progress.step + max(0, int(left / step_seconds)) if step_seconds > 0 else progress.steps
         if fitting < progress.steps:
-            self.report(f"{progress.steps} steps do not fit in the time given: planning {fitting}")
+            passes = fitting * self.plan.batch / max(items, 1)
+            planned = f"planning {fitting} ({passes:.1f} passes)"
+            self.report(f"{progress.steps} steps do not fit in the time given: {planned}")
             progress.steps = fitting
             bar.total = fitting
 
