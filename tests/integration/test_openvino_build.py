@@ -14,6 +14,7 @@ from openjev.adapters.embedded.built import MANIFEST, sha256_of
 from openjev.adapters.embedded.model import smollm2_path
 from openjev.adapters.openvino.convert import MODEL_BIN, MODEL_XML, ensure_model, verify
 from openjev.adapters.openvino.engine import EngineConfig, OpenVINOEngine
+from tests.openvino.mapped import resident
 
 pytestmark = pytest.mark.integration
 
@@ -39,3 +40,19 @@ def test_a_gguf_is_built_once_into_a_checked_model_the_engine_loads(tmp_path: Pa
     built = (folder / MODEL_BIN).stat().st_mtime_ns
     assert ensure_model(source, source_sha256, tmp_path, workers=2) == model_xml
     assert (folder / MODEL_BIN).stat().st_mtime_ns == built
+
+
+def test_after_a_call_the_engine_holds_only_the_model_file_pages_it_reads(tmp_path: Path) -> None:
+    """The first call repacks the weights, reading the whole mapped file; its end gives those pages back
+    (file_pages.py), and later calls compute the same bits."""
+    model_xml = ensure_model(smollm2_path(), sha256_of(smollm2_path()), tmp_path, workers=2)
+    weights = model_xml.with_suffix(".bin")
+    engine = OpenVINOEngine.load(EngineConfig(model_xml, threads=2, context=512))
+    request = engine.new_request()
+    engine.advance(request, [1, 28, 339], 0)  # a step that ends no call: nothing released yet
+    assert resident(weights) > 0.5 * weights.stat().st_size
+    first = engine.evaluate(request, [2], 3)
+    assert resident(weights) < 0.1 * weights.stat().st_size
+    engine.reset(request)
+    engine.advance(request, [1, 28, 339], 0)
+    assert np.array_equal(engine.evaluate(request, [2], 3), first)

@@ -31,11 +31,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from openjev.adapters.openvino.file_pages import FilePages
 from openjev.domain.errors import BackendError, StartupError
 from openjev.logs import get_logger
 
 log = get_logger("openjev.openvino")
 PIECE = 256  # tokens per engine step: the longest another request's call waits behind
+RELEASE_EVERY_SECONDS = 30.0  # how often a call ends by giving back the model file's pages (file_pages.py)
 ACTIVATION_GROUP = 32  # the weights' own block size (Q8_0): the only group OpenVINO's int8 kernels took
 
 
@@ -98,6 +100,8 @@ class OpenVINOEngine:
         self.config = config
         self.vocab_size = vocab_size
         self.precision = precision
+        self._file_pages = FilePages(config.model_xml.with_suffix(".bin"))
+        self._released_at: float | None = None
 
     @classmethod
     def load(cls, config: EngineConfig) -> OpenVINOEngine:
@@ -142,7 +146,16 @@ class OpenVINOEngine:
             logits: np.ndarray = request.head.get_tensor("logits").data[0, -1].copy()
         except RuntimeError as exc:
             raise BackendError(f"the OpenVINO engine failed: {exc}") from None
+        self._release_file_pages()
         return logits
+
+    def _release_file_pages(self) -> None:
+        """After the first call (which repacked the weights) and then every `RELEASE_EVERY_SECONDS`, give
+        back the model file's pages: resident memory is then what the engine uses (file_pages.py)."""
+        now = time.monotonic()
+        if self._released_at is None or now - self._released_at > RELEASE_EVERY_SECONDS:
+            self._released_at = now
+            self._file_pages.release()
 
     def advance(self, request: Request, token_ids: Sequence[int], start: int) -> None:
         """The body's step alone: the piece joins the KV cache, the head does not run."""
