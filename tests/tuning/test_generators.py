@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
 import subprocess
 import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -91,6 +93,23 @@ def test_an_existing_file_is_refused_and_left_as_it_was(tmp_path: Path, capsys: 
     said = capsys.readouterr().err.splitlines()
     assert len(said) == 1 and str(out) in said[0] and "exists" in said[0]
     assert out.read_text() == "mine\n"
+
+
+def test_a_file_another_process_creates_while_the_items_are_made_is_refused_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "train.jsonl"
+    generator = GENERATORS["priority"]
+
+    def racing(count: int, seed: int, options: Mapping[str, bool]) -> Iterator[dict[str, object]]:
+        out.write_text("theirs\n")  # created after the command looked, before it writes
+        yield from generator.generate(count, seed, options)
+
+    monkeypatch.setitem(GENERATORS, "priority", dataclasses.replace(generator, generate=racing))
+    assert main(["generate", "priority", "5", "--out", str(out)]) == 2
+    assert "exists" in capsys.readouterr().err
+    assert out.read_text() == "theirs\n"
+    assert list(tmp_path.iterdir()) == [out]
 
 
 def test_a_count_below_one_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -247,10 +247,6 @@ class Decoder(nn.Module):
         pairs = zip(label_ids, last, strict=True)
         return [(self.output[torch.tensor(ids, dtype=torch.long)] @ row).float() for ids, row in pairs]
 
-    def label_logits(self, token_ids: Sequence[int], label_ids: tuple[int, ...]) -> torch.Tensor:
-        """The logits of `label_ids` for the token after `token_ids` (float32)."""
-        return self.top_logits(self.frozen_states(token_ids)[0], label_ids)
-
 
 def read_shape(path: Path) -> Shape:
     return Shape.of(read_gguf_metadata(path, arrays=False), path)

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from openjev.client.arguments import positive_int
-from openjev.tuning.atomic_file import write_atomically
+from openjev.tuning.atomic_file import create_atomically
 from openjev.tuning.generators import GENERATORS, Generator
 
 
@@ -47,15 +47,21 @@ def _dest(flag: str) -> str:
 def main_from_args(args: argparse.Namespace) -> int:
     generator: Generator = GENERATORS[args.generator]
     out: Path = args.out
-    if out.exists():
-        print(f"openjev generate: {out} already exists; nothing was written", file=sys.stderr)
-        return 2
+    if out.exists():  # before the items are made; `create_atomically` refuses it again at the end
+        return _exists(out)
     options = {flag.name: bool(getattr(args, _dest(flag.name))) for flag in generator.flags}
     text = "".join(json.dumps(item) + "\n" for item in generator.generate(args.count, args.seed, options))
     try:
-        write_atomically(out, text.encode())
+        create_atomically(out, text.encode())
+    except FileExistsError:
+        return _exists(out)
     except OSError as exc:
         print(f"openjev generate: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     print(f"openjev generate: {args.count} {generator.name} items in {out}", file=sys.stderr)
     return 0
+
+
+def _exists(out: Path) -> int:
+    print(f"openjev generate: {out} already exists; nothing was written", file=sys.stderr)
+    return 2

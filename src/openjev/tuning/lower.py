@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-import numpy as np
 import torch
 
 from openjev.domain.errors import StartupError
@@ -47,10 +46,11 @@ class OpenVINOLayers:
     def __init__(self, model_xml: Path, layer: int, *, threads: int, int8_activations: bool, dtype: torch.dtype):
         import openvino as ov  # type: ignore[import-untyped]
 
-        from openjev.adapters.openvino.engine import EngineConfig, compile_properties
+        from openjev.adapters.openvino.engine import EngineConfig, compile_properties, step_inputs
         from openjev.adapters.openvino.graph import below
 
         self._tensor = ov.Tensor
+        self._inputs = step_inputs
         self.dtype = dtype
         config = EngineConfig(model_xml, threads=threads, context=0, int8_activations=int8_activations)
         try:
@@ -71,12 +71,7 @@ class OpenVINOLayers:
             start, arrays = past
             for state in request.query_state():
                 state.state = self._tensor(arrays[state.name])
-        end = start + len(token_ids)
-        request.infer({
-            "input_ids": np.asarray([token_ids], dtype=np.int64),
-            "attention_mask": np.ones((1, end), dtype=np.int64),
-            "position_ids": np.arange(start, end, dtype=np.int64)[None],
-            "beam_idx": np.zeros(1, dtype=np.int32),
-        })  # fmt: skip
+        request.infer(self._inputs(token_ids, start))
         states = torch.from_numpy(request.get_output_tensor(0).data[0].copy()).to(self.dtype)
-        return states, (end, {state.name: state.state.data.copy() for state in request.query_state()})
+        kept = {state.name: state.state.data.copy() for state in request.query_state()}
+        return states, (start + len(token_ids), kept)

@@ -238,8 +238,7 @@ def openvino_model(
 
     report("the unchanged layers are read by OpenVINO, the engine that serves the model")
     cache = settings.embedded.resolved_cache_dir()
-    threads = settings.embedded.threads or available_cpus()
-    return ensure_model(inputs.base_file, inputs.base_sha256, cache, workers=threads)
+    return ensure_model(inputs.base_file, inputs.base_sha256, cache, workers=engine_threads(settings))
 
 
 def lower_layers(decoder: Decoder, model_xml: Path | None, settings: Settings) -> LowerLayers[Any]:
@@ -248,10 +247,15 @@ def lower_layers(decoder: Decoder, model_xml: Path | None, settings: Settings) -
     return OpenVINOLayers(
         model_xml,
         decoder.first_adapted,
-        threads=settings.embedded.threads or available_cpus(),
+        threads=engine_threads(settings),
         int8_activations=settings.embedded.int8_activations,
         dtype=decoder.dtype,
     )
+
+
+def engine_threads(settings: Settings) -> int:
+    """The threads the server's engine would use (`OPENJEV_THREADS`, else every CPU this process may run on)."""
+    return settings.embedded.threads or available_cpus()
 
 
 LARGE_MODEL = 1_000_000_000  # parameters

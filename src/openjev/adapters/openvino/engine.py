@@ -164,15 +164,8 @@ class OpenVINOEngine:
         end = start + len(token_ids)
         if end > self.config.context:
             raise BackendError(f"a prompt of {end} tokens exceeds the engine's context of {self.config.context}")
-        ids = np.asarray([token_ids], dtype=np.int64)
-        inputs = {
-            "input_ids": ids,
-            "attention_mask": np.ones((1, end), dtype=np.int64),
-            "position_ids": np.arange(start, end, dtype=np.int64)[None],
-            "beam_idx": np.zeros(1, dtype=np.int32),
-        }
         try:
-            request.body.infer(inputs)
+            request.body.infer(step_inputs(token_ids, start))
         except RuntimeError as exc:
             raise BackendError(f"the OpenVINO engine failed: {exc}") from None
 
@@ -211,6 +204,17 @@ def head_properties(config: EngineConfig) -> dict[str, Any]:
     so the logits are not rounded to bf16's 8 significant bits; one position costs about 17 ms on
     two cores for a 151,936-token vocabulary."""
     return {**compile_properties(config), "INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0}
+
+
+def step_inputs(token_ids: Sequence[int], start: int) -> dict[str, np.ndarray]:
+    """A stateful GenAI model's inputs for `token_ids` at positions `start`…, after the `start` its KV cache holds."""
+    end = start + len(token_ids)
+    return {
+        "input_ids": np.asarray([token_ids], dtype=np.int64),
+        "attention_mask": np.ones((1, end), dtype=np.int64),
+        "position_ids": np.arange(start, end, dtype=np.int64)[None],
+        "beam_idx": np.zeros(1, dtype=np.int32),
+    }
 
 
 def pieces(start: int, end: int) -> list[tuple[int, int]]:
