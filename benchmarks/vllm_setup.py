@@ -60,15 +60,20 @@ def ensure_venv(venv: Path, log_dir: Path) -> Path:
     return python
 
 
-def ensure_weights(python: Path, helper: Path, weights: Path | None, log_dir: Path) -> Path:
-    """The bf16 safetensors of the GGUF openjev serves (OPENJEV_MODEL, default the packaged default;
-    for a fine-tuned packaged model, the file with its adapter merged)."""
+def served_gguf() -> tuple[Path, str]:
+    """The GGUF openjev's embedded engine serves (OPENJEV_MODEL, default the packaged default; for a
+    fine-tuned packaged model, the file with its adapter merged), and a name for copies made of it."""
     settings = load_settings()
     cache = settings.embedded.resolved_cache_dir()
     gguf, packaged = resolve_model_path(settings.model, cache)
     gguf, _ = engine_file(packaged, gguf, cache, workers=os.cpu_count() or 1)
+    return gguf, packaged.name if packaged else gguf.stem
+
+
+def ensure_weights(python: Path, helper: Path, weights: Path | None, log_dir: Path) -> Path:
+    """The bf16 safetensors of the GGUF openjev serves (`served_gguf`)."""
+    gguf, stem = served_gguf()
     if weights is None:
-        stem = packaged.name if packaged else gguf.stem
         weights = BENCH_CACHE / f"{stem}-bf16"
     if (weights / "config.json").is_file():
         return weights

@@ -12,7 +12,14 @@ import pytest
 from gguf import GGMLQuantizationType as Q
 from gguf.quants import quantize
 
-from openjev.adapters.embedded.gguf_file import TensorInfo, read_gguf_metadata, read_layout, write_header
+from openjev.adapters.embedded.gguf_file import (
+    RecordValue,
+    TensorInfo,
+    read_gguf_metadata,
+    read_layout,
+    with_records,
+    write_header,
+)
 from openjev.adapters.embedded.model import smollm2_path
 from openjev.domain.errors import StartupError
 
@@ -122,3 +129,13 @@ def test_an_alignment_that_is_not_a_multiple_of_8_is_a_startup_error(tmp_path: P
     writer.close()
     with pytest.raises(StartupError, match=r"general\.alignment is 12, not a positive multiple of 8"):
         read_layout(path)
+
+
+def test_records_added_and_replaced_keep_every_other_value_and_the_tensors(tiny_gguf: Path, tmp_path: Path) -> None:
+    extra: dict[str, RecordValue] = {"t.u32": 9, "t.new": "décision", "t.temperature": 1.25}
+    written = with_records(tiny_gguf, tmp_path / "with.gguf", extra)
+    before, after = read_gguf_metadata(tiny_gguf), read_gguf_metadata(written)
+    assert after == {**before, "t.u32": 9, "t.new": "décision", "t.temperature": 1.25}
+    reader = gguf.GGUFReader(written)
+    assert [t.name for t in reader.tensors] == ["weight"]
+    assert np.array_equal(reader.tensors[0].data, np.zeros((2, 2), dtype=np.float32))

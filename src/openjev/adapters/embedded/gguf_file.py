@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import mmap
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -114,6 +114,41 @@ def write_header(handle: BinaryIO, layout: Layout, tensors: Sequence[TensorInfo]
         handle.write(struct.pack("<IQ", tensor.kind, tensor.offset))
     handle.write(bytes(_aligned(handle.tell(), layout.alignment) - handle.tell()))
     return tuple(placed)
+
+
+RecordValue = str | float | int
+
+
+def encode_record(key: str, value: RecordValue) -> bytes:
+    """One key/value record as GGUF stores it: a string, a float32, or an int as a uint32."""
+    name = key.encode()
+    head = struct.pack("<Q", len(name)) + name
+    if isinstance(value, str):
+        data = value.encode()
+        return head + struct.pack("<IQ", gguf.GGUFValueType.STRING, len(data)) + data
+    if isinstance(value, float):
+        return head + struct.pack("<If", gguf.GGUFValueType.FLOAT32, value)
+    return head + struct.pack("<II", gguf.GGUFValueType.UINT32, value)
+
+
+def with_records(source: Path, target: Path, extra: Mapping[str, RecordValue]) -> Path:
+    """Write `target`: `source` with the `extra` key/values added or replaced, every tensor copied as it is.
+
+    How a model is told what it is without converting it again: a decision type and its template on a
+    chat model's weights, so llama.cpp's own server answers on the very weights openjev serves.
+    """
+    layout = read_layout(source)
+    records = {**layout.records, **{key: encode_record(key, value) for key, value in extra.items()}}
+    layout = replace(layout, records=records)
+    with target.open("wb") as out, source.open("rb") as src:
+        placed = write_header(out, layout, layout.tensors)
+        start = out.tell()
+        for old, new in zip(layout.tensors, placed, strict=True):
+            src.seek(layout.data_start + old.offset)
+            out.seek(start + new.offset)
+            out.write(src.read(old.nbytes))
+        out.truncate(start + max((t.offset + t.nbytes for t in placed), default=0))
+    return target
 
 
 def _aligned(offset: int, alignment: int) -> int:
