@@ -19,6 +19,7 @@ from pathlib import Path
 
 from vllm_setup import BENCH_CACHE, served_gguf
 
+from openjev.adapters.embedded.decision_prompt import SYSTEMONE_TEMPLATE
 from openjev.adapters.embedded.gguf_file import read_gguf_metadata, with_records
 
 # ChatML, as the Qwen2.5 models are prompted: the state, the question, one lettered line per option,
@@ -47,7 +48,7 @@ def ensure_decision_gguf() -> Path:
     BENCH_CACHE.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".partial")
     print(f"setup: writing {target} ({source.name} with a decision type and template)", flush=True)
-    extra = {f"{arch}.decision.type": "openjev", "tokenizer.chat_template.systemone": TEMPLATE}
+    extra = {f"{arch}.decision.type": "openjev", SYSTEMONE_TEMPLATE: TEMPLATE}
     os.replace(with_records(source, partial, extra), target)
     return target
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from openjev.adapters.embedded.decision_prompt import SYSTEMONE_TEMPLATE
 from openjev.adapters.embedded.gguf_file import RecordValue, with_records
 from openjev.adapters.embedded.model import smollm2_path
-
-SYSTEMONE_TEMPLATE_KEY = "tokenizer.chat_template.systemone"
 
 
 def decision_gguf(
@@ -21,7 +20,7 @@ def decision_gguf(
 ) -> Path:
     """A decision GGUF of type `kind` with `template` as its `systemone` template."""
     arch = "llama"
-    values: dict[str, RecordValue] = {f"{arch}.decision.type": kind, SYSTEMONE_TEMPLATE_KEY: template}
+    values: dict[str, RecordValue] = {f"{arch}.decision.type": kind, SYSTEMONE_TEMPLATE: template}
     for name, temperature in (temperatures or {}).items():
         values[f"{arch}.decision.temperature.{name}"] = temperature
     values.update({f"{arch}.decision.{k}": v for k, v in extra.items()})

@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 
 import torch
 
+from openjev.adapters.openvino.engine import EngineConfig, compile_properties, step_inputs
 from openjev.domain.errors import StartupError
 from openjev.tuning.decoder import KV, Decoder
 
@@ -46,11 +47,9 @@ class OpenVINOLayers:
     def __init__(self, model_xml: Path, layer: int, *, threads: int, int8_activations: bool, dtype: torch.dtype):
         import openvino as ov  # type: ignore[import-untyped]
 
-        from openjev.adapters.openvino.engine import EngineConfig, compile_properties, step_inputs
         from openjev.adapters.openvino.graph import below
 
         self._tensor = ov.Tensor
-        self._inputs = step_inputs
         self.dtype = dtype
         config = EngineConfig(model_xml, threads=threads, context=0, int8_activations=int8_activations)
         try:
@@ -71,7 +70,7 @@ class OpenVINOLayers:
             start, arrays = past
             for state in request.query_state():
                 state.state = self._tensor(arrays[state.name])
-        request.infer(self._inputs(token_ids, start))
+        request.infer(step_inputs(token_ids, start))
         states = torch.from_numpy(request.get_output_tensor(0).data[0].copy()).to(self.dtype)
         kept = {state.name: state.state.data.copy() for state in request.query_state()}
         return states, (start + len(token_ids), kept)
