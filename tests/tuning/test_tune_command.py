@@ -157,10 +157,43 @@ def test_an_interrupted_run_resumes_where_it_stopped(stopped_run: Path, data: Pa
                 "--resume", cache=data)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "resuming at step" in done.stderr and "resuming at step 0 " not in done.stderr
+    assert "the training items: 24 of 24 read before" in done.stderr  # the states were kept, not read again
+    assert "the measuring items: 8 of 8 read before" in done.stderr
     manifest = msgspec.json.decode((stopped_run / "manifest.json").read_bytes(), type=Manifest)
     assert manifest.training.steps == 12 and not (stopped_run / ".partial").exists()
     other = tune(data / "train.jsonl", "--out", stopped_run, "--steps", 12, "--resume", cache=data)
     assert other.returncode == 2 and "holds no interrupted run" in other.stderr
+
+
+def test_a_run_stopped_while_reading_keeps_what_it_read(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C after the training items were read, before the measuring items were: `--resume` reads only those."""
+    from openjev.tuning import session
+    from openjev.tuning.frozen import freeze
+
+    def stopped_at_eval(items: Any, reader: Any, what: str, report: Any, store: Any, name: str) -> Any:
+        if name == "eval":
+            raise KeyboardInterrupt
+        return freeze(items, reader, what, report, store, name)
+
+    options = session.Options(
+        train=str(data / "train.jsonl"), eval=str(data / "eval.jsonl"), eval_share=0.2, steps=2, batch=4, epochs=None,
+        rank=4, layers=None, learning_rate=3e-3, seed=0, dtype="auto", name="teams",
+    )  # fmt: skip
+    settings = load_settings({"OPENJEV_MODEL": "smollm2-135m", "OPENJEV_CACHE_DIR": str(data)})
+    out, said = tmp_path / "out", list[str]()
+    monkeypatch.setattr(session, "freeze", stopped_at_eval)
+    with pytest.raises(KeyboardInterrupt):
+        session.train(options, settings, out, resume=False, deadline=None, max_memory_gb=None, report=said.append)
+    assert sorted(p.name for p in (out / ".partial").iterdir()) == ["run.json", "states"]
+    monkeypatch.undo()
+    assert (
+        session.train(options, settings, out, resume=True, deadline=None, max_memory_gb=None, report=said.append) == 0
+    )
+    assert "the training items: 24 of 24 read before, kept in the run's folder" in said
+    assert not any(line.startswith("the measuring items") for line in said)  # read: none was kept
+    assert read_folder(out).manifest.training.steps == 2
 
 
 @pytest.mark.parametrize(

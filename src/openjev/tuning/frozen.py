@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic
+from typing import Generic, Protocol
 
 import torch
 
@@ -49,6 +49,18 @@ class FrozenSet:
         """Item `item`'s states in order `reading`, after the shared head."""
         frozen = self.frozen[item]
         return torch.cat((frozen.tail, frozen.suffixes[reading]))
+
+
+class StateStore(Protocol):
+    """Where read states are kept while a run lasts (kept_states.py), so a resumed run reads only the rest."""
+
+    def load(self, name: str, items: Sequence[TrainingItem]) -> list[FrozenItem]:
+        """The states kept of `items`' first items (those of set `name`), in order."""
+        ...
+
+    def keep(self, name: str, start: int, items: Sequence[TrainingItem], frozen: Sequence[FrozenItem]) -> None:
+        """Keep `frozen`, the states of `items`: set `name`'s items from `start` on."""
+        ...
 
 
 def shared_head(*sets: Sequence[TrainingItem]) -> tuple[int, ...]:
@@ -90,16 +102,33 @@ class HeadReader(Generic[Past]):
 
 
 def freeze(
-    items: Sequence[TrainingItem], reader: HeadReader[Past], what: str, report: Callable[[str], None]
+    items: Sequence[TrainingItem],
+    reader: HeadReader[Past],
+    what: str,
+    report: Callable[[str], None],
+    store: StateStore | None = None,
+    name: str = "",
 ) -> FrozenSet:
-    """Every item of `items` read through the frozen blocks, with a line of progress every half minute."""
+    """Every item of `items` read through the frozen blocks, with a line of progress every half minute;
+    with a `store`, the states it kept of set `name` are not read again, and what is read is kept there
+    every half minute and when reading stops, however it stops."""
+    frozen = store.load(name, items) if store is not None else []
+    if frozen:
+        report(f"{what}: {len(frozen)} of {len(items)} read before, kept in the run's folder")
     started = last = time.monotonic()
-    frozen = []
-    for done, item in enumerate(items, start=1):
-        frozen.append(reader.item(item))
-        now = time.monotonic()
-        if now - last > REPORT_EVERY_SECONDS and done < len(items):
-            left = (now - started) / done * (len(items) - done)
-            report(f"reading {what} through the unchanged layers: {done}/{len(items)}, {left / 60:.1f} min left")
-            last = now
+    first = unkept = len(frozen)
+    try:
+        for done, item in enumerate(items[first:], start=first + 1):
+            frozen.append(reader.item(item))
+            now = time.monotonic()
+            if now - last > REPORT_EVERY_SECONDS and done < len(items):
+                left = (now - started) / (done - first) * (len(items) - done)
+                report(f"reading {what} through the unchanged layers: {done}/{len(items)}, {left / 60:.1f} min left")
+                last = now
+                if store is not None:
+                    store.keep(name, unkept, items[unkept:done], frozen[unkept:done])
+                    unkept = done
+    finally:
+        if store is not None:
+            store.keep(name, unkept, items[unkept : len(frozen)], frozen[unkept:])
     return FrozenSet(reader.states, tuple(items), tuple(frozen))

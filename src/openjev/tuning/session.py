@@ -2,9 +2,10 @@
 
 Every check that can fail on the input runs before anything is written or loaded: the files, the
 output folder, the model, each item as the server would take it, and the memory the run needs.
-While training, the folder holds only `.partial/` (the run's settings and its checkpoint); the
-adapter, its report and, last, its manifest appear when training ends, and `.partial/` goes. A run
-that fails before its first checkpoint leaves no folder behind.
+While it runs, the folder holds only `.partial/` (the run's settings, the states read below the adapted
+layers as they are read, and the checkpoint); the adapter, its report and, last, its manifest appear
+when training ends, and `.partial/` goes. A run that fails before it has kept anything leaves no folder
+behind.
 """
 
 from __future__ import annotations
@@ -42,12 +43,15 @@ from openjev.tuning.atomic_file import write_atomically
 from openjev.tuning.decoder import Decoder, Shape, load_decoder, parameter_count, read_shape
 from openjev.tuning.examples import TrainingItem, held_out_slice, read_labelled, render
 from openjev.tuning.frozen import HeadReader, cached_tokens, freeze, shared_head
+from openjev.tuning.kept_states import KeptStates, ReaderKey
 from openjev.tuning.lower import LowerLayers, OpenVINOLayers, TorchLayers
 from openjev.tuning.memory import check_memory
 from openjev.tuning.trainer import CHECKPOINT, Evaluated, Plan, Trainer, evaluate
 
 PARTIAL = ".partial"
 RUN = "run.json"
+STATES = "states"  # in PARTIAL: the states read below the adapted layers (kept_states.py)
+DISK_SPARE = 256 * 2**20  # bytes beside the kept states: the checkpoint and the adapter
 DEFAULT_EPOCHS = 3.0
 FILL_EPOCHS = 10.0  # the most passes a deadline alone plans; the best evaluated factors are kept anyway
 
@@ -70,14 +74,15 @@ class Options(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RunRecord(msgspec.Struct, frozen=True):
-    """`.partial/run.json`: what a `--resume` must match, and the figures measured before training."""
+    """`.partial/run.json`: what a `--resume` must match, and the figures measured before training (None
+    while the items are being read)."""
 
     options: Options
     base_sha256: str
     data_sha256: str
     steps: int
-    before: Figures
-    eval_seconds: float
+    before: Figures | None = None
+    eval_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -135,8 +140,8 @@ def check_out(out: Path, *, resume: bool) -> None:
     """Refuse an output folder that would be overwritten, or a resume with nothing to resume."""
     partial = out / PARTIAL
     if resume:
-        if not (partial / CHECKPOINT).is_file():
-            raise DatasetError(f"--resume: {out} holds no interrupted run (no {PARTIAL}/{CHECKPOINT})")
+        if not (partial / RUN).is_file():
+            raise DatasetError(f"--resume: {out} holds no interrupted run (no {PARTIAL}/{RUN})")
         return
     if (out / MANIFEST).exists():
         raise DatasetError(f"--out {out} already holds a trained adapter: name another folder")
@@ -178,17 +183,25 @@ def train(
     )  # fmt: skip
     steps = planned_steps(options, len(inputs.train), filling=deadline is not None)
     partial = out / PARTIAL
-    record: RunRecord | None = read_record(partial, options, inputs) if resume else None
+    record = read_record(partial, options, inputs) if resume else None
+    if record is None:
+        check_disk(out, cached * shape.width * dtype.itemsize)
     created = not out.exists()
     partial.mkdir(parents=True, exist_ok=True)
+    if record is None:
+        record = RunRecord(options, inputs.base_sha256, inputs.data_sha256, steps)
+        write_atomically(partial / RUN, msgspec.json.encode(record))
+    store = KeptStates(partial / STATES, reader_key(model_xml, shape, layers, dtype, inputs, settings))
     try:
         report(f"training on {len(inputs.train)} items, measuring on {len(inputs.evals)} ({inputs.eval_source})")
+        if store.discarded:
+            report(f"the states kept in {partial} were read otherwise (another engine or setting): reading again")
         decoder = load_decoder(
             inputs.base_file, rank=options.rank, layers=layers, dtype=dtype, seed=options.seed, lower=model_xml is None
         )
         reader = HeadReader(lower_layers(decoder, model_xml, settings), head, shape.width, dtype)
-        train_set = freeze(inputs.train, reader, "the training items", report)
-        eval_set = freeze(inputs.evals, reader, "the measuring items", report)
+        train_set = freeze(inputs.train, reader, "the training items", report, store, "train")
+        eval_set = freeze(inputs.evals, reader, "the measuring items", report, store, "eval")
         plan = Plan(
             steps=steps,
             batch=options.batch,
@@ -197,11 +210,11 @@ def train(
             evaluations=3,
             deadline=deadline,
         )
-        if record is None:
+        if record.before is None:
             before = evaluate(decoder, eval_set)
             report(f"before: {describe(before.figures)} ({before.seconds:.0f} s)")
             trainer = Trainer(decoder, during_training(plan, before.seconds, deadline), partial, report)
-            record = RunRecord(options, inputs.base_sha256, inputs.data_sha256, steps, before.figures, before.seconds)
+            record = msgspec.structs.replace(record, before=before.figures, eval_seconds=before.seconds)
             write_atomically(partial / RUN, msgspec.json.encode(record))
             trainer.save_checkpoint()
         else:
@@ -209,8 +222,8 @@ def train(
             trainer.resume()
             report(f"resuming at step {trainer.progress.step} of {trainer.steps}")
     except BaseException:
-        if created and not (partial / CHECKPOINT).exists():
-            shutil.rmtree(out, ignore_errors=True)
+        if created and not (partial / CHECKPOINT).exists() and not store.any():
+            shutil.rmtree(out, ignore_errors=True)  # nothing worth resuming: no folder left behind
         raise
     stopped_by = trainer.run(train_set, eval_set, record.eval_seconds)
     trainer.save_checkpoint()  # a Ctrl-C from here on loses nothing either
@@ -239,6 +252,30 @@ def openvino_model(
     report("the unchanged layers are read by OpenVINO, the engine that serves the model")
     cache = settings.embedded.resolved_cache_dir()
     return ensure_model(inputs.base_file, inputs.base_sha256, cache, workers=engine_threads(settings))
+
+
+def reader_key(
+    model_xml: Path | None, shape: Shape, layers: int, dtype: torch.dtype, inputs: Inputs, settings: Settings
+) -> ReaderKey:
+    """What the states below the adapted layers are read with: kept states read otherwise are read again."""
+    return ReaderKey(
+        engine="torch" if model_xml is None else "openvino",
+        first_adapted=shape.layers - layers,
+        dtype=dtype_name(dtype),
+        base_sha256=inputs.base_sha256,
+        int8_activations=model_xml is not None and settings.embedded.int8_activations,
+    )
+
+
+def check_disk(out: Path, needed: int) -> None:
+    """Refuse a run whose read states (kept in `.partial/` while it lasts) would not fit on `out`'s disk."""
+    free = shutil.disk_usage(out if out.is_dir() else out.parent).free
+    if needed + DISK_SPARE > free:
+        raise DatasetError(
+            f"--out {out}: the run keeps about {(needed + DISK_SPARE) / 2**30:.1f} GiB there while it lasts (the "
+            f"items' states below the adapted layers) and the disk has {free / 2**30:.1f} GiB free: free some "
+            "space, put --out on another disk, or train on fewer or shorter items"
+        )
 
 
 def lower_layers(decoder: Decoder, model_xml: Path | None, settings: Settings) -> LowerLayers[Any]:
@@ -312,6 +349,7 @@ def finish(
             module.a.detach().numpy().astype(np.float32),
             module.b.detach().numpy().astype(np.float32),
         )
+    assert record.before is not None  # measured before the first step
     alpha = 2.0 * options.rank
     temporary = out / f".{ADAPTER}.tmp"
     write_adapter(temporary, architecture, factors, alpha)
