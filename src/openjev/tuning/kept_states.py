@@ -25,7 +25,7 @@ from openjev.tuning.atomic_file import write_atomically
 from openjev.tuning.examples import TrainingItem
 from openjev.tuning.frozen import FrozenItem
 
-FOLDER = "states"
+FOLDER = "states"  # in the run's `.partial/`
 READER = "reader.json"
 
 

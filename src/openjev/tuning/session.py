@@ -43,6 +43,7 @@ from openjev.tuning.atomic_file import write_atomically
 from openjev.tuning.decoder import Decoder, Shape, load_decoder, parameter_count, read_shape
 from openjev.tuning.examples import TrainingItem, held_out_slice, read_labelled, render
 from openjev.tuning.frozen import HeadReader, cached_tokens, freeze, shared_head
+from openjev.tuning.kept_states import FOLDER as STATES
 from openjev.tuning.kept_states import KeptStates, ReaderKey
 from openjev.tuning.lower import LowerLayers, OpenVINOLayers, TorchLayers
 from openjev.tuning.memory import check_memory
@@ -50,7 +51,6 @@ from openjev.tuning.trainer import CHECKPOINT, Evaluated, Plan, Trainer, evaluat
 
 PARTIAL = ".partial"
 RUN = "run.json"
-STATES = "states"  # in PARTIAL: the states read below the adapted layers (kept_states.py)
 DISK_SPARE = 256 * 2**20  # bytes beside the kept states: the checkpoint and the adapter
 DEFAULT_EPOCHS = 3.0
 FILL_EPOCHS = 10.0  # the most passes a deadline alone plans; the best evaluated factors are kept anyway
